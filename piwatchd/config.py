@@ -1,0 +1,53 @@
+"""Paths and settings: where the index lives, which extra session folders to read.
+
+Settings come from the environment and an optional TOML file at
+`<user config dir>/piwatch/config.toml`:
+
+    extra_session_dirs = ["~/pi-archive"]   # read in addition to Pi's own
+    db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
+
+Environment overrides: `PIWATCH_DB`, `PIWATCH_EXTRA_SESSION_DIRS` (os.pathsep-separated).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import platformdirs
+
+__all__ = ["Settings", "load_settings", "config_path"]
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("PIWATCH_CONFIG"):
+        return Path(env["PIWATCH_CONFIG"]).expanduser()
+    return Path(platformdirs.user_config_dir("piwatch")) / "config.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    db_path: Path
+    extra_session_dirs: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    data: dict = {}
+    path = config_path(env)
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        pass
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SystemExit(f"piwatch: cannot read config {path}: {exc}") from exc
+    db = env.get("PIWATCH_DB") or data.get("db") or str(Path(platformdirs.user_state_dir("piwatch")) / "index.sqlite3")
+    extra = [str(x) for x in data.get("extra_session_dirs", []) if isinstance(x, str)]
+    if env.get("PIWATCH_EXTRA_SESSION_DIRS"):
+        extra += [p for p in env["PIWATCH_EXTRA_SESSION_DIRS"].split(os.pathsep) if p]
+    return Settings(Path(db).expanduser(), tuple(os.path.expanduser(p) for p in extra))

@@ -1,0 +1,193 @@
+"""Query planning (pure): user text -> FTS5 expression, filters -> SQL.
+
+The query language is plain terms and quoted phrases with implicit AND.
+Nothing a user types is ever executed as FTS5 syntax: every term and phrase
+becomes an FTS5 string literal, so `NEAR(a b)`, `col:x`, `a OR b`, `^x`, `x*`
+and a lone `"` search for their words. A query with no searchable words is a
+clear `QueryError`, never an SQLite error.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+
+__all__ = [
+    "QueryError",
+    "Term",
+    "SearchFilters",
+    "SearchRequest",
+    "parse_query",
+    "fts_expression",
+    "build_search_sql",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "MAX_QUERY_CHARS",
+]
+
+MAX_LIMIT = 200
+MAX_OFFSET = 10_000
+MAX_QUERY_CHARS = 2_000
+MAX_TERMS = 32
+
+
+class QueryError(ValueError):
+    """The request cannot be searched; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    text: str
+    phrase: bool
+
+
+def _is_token_char(ch: str) -> bool:
+    # unicode61 makes tokens of letters, numbers and private-use characters.
+    cat = unicodedata.category(ch)
+    return cat[0] in "LN" or cat == "Co"
+
+
+def has_token(text: str) -> bool:
+    return any(_is_token_char(c) for c in text)
+
+
+def parse_query(text: str) -> list[Term]:
+    """Split into bare terms and quoted phrases. An unclosed quote runs to the end."""
+    if not isinstance(text, str):
+        raise QueryError("query must be a string")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    terms: list[Term] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch == '"':
+            close = text.find('"', i + 1)
+            end = n if close < 0 else close
+            body = " ".join(text[i + 1 : end].split())
+            if has_token(body):
+                terms.append(Term(body, True))
+            i = end + 1
+            continue
+        j = i
+        while j < n and not text[j].isspace() and text[j] != '"':
+            j += 1
+        word = text[i:j]
+        if has_token(word):
+            terms.append(Term(word, False))
+        i = j
+    if not terms:
+        raise QueryError("the query has no searchable words (letters or digits)")
+    if len(terms) > MAX_TERMS:
+        raise QueryError(f"the query has more than {MAX_TERMS} terms")
+    return terms
+
+
+def fts_expression(terms: list[Term]) -> str:
+    """Every term as an FTS5 string: `"a""b"` matches the tokens of a"b, never an operator."""
+    return " ".join('"' + t.text.replace('"', '""') + '"' for t in terms)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    session_ids: tuple[str, ...] = ()
+    cwd: str | None = None  # exact recorded cwd (normalized)
+    cwd_under: str | None = None  # cwd equal to or below this path
+    event_types: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    since_ms: int | None = None
+    until_ms: int | None = None
+    is_error: bool | None = None
+    branch_states: tuple[str, ...] = ()
+    selection_states: tuple[str, ...] = ()
+    exclude_sessions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    query: str
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    limit: int = 20
+    offset: int = 0
+
+
+def _in(column: str, values: tuple, where: list[str], params: list) -> None:
+    if values:
+        where.append(f"{column} IN ({','.join('?' * len(values))})")
+        params.extend(values)
+
+
+def subtree_bounds(path: str) -> tuple[str, str]:
+    """[low, high) bounds of strings strictly below `path` on a component boundary."""
+    base = path.rstrip("/")
+    # '0' is the character after '/', so this range holds exactly base + '/...'.
+    return base + "/", base + "0"
+
+
+def build_search_sql(request: SearchRequest) -> tuple[str, list]:
+    """SQL returning one row per matching event (its best fragment), ranked."""
+    if not 1 <= request.limit <= MAX_LIMIT:
+        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}")
+    if not 0 <= request.offset <= MAX_OFFSET:
+        raise QueryError(f"offset must be between 0 and {MAX_OFFSET}")
+    expression = fts_expression(parse_query(request.query))
+    f = request.filters
+    where = ["fragments_fts MATCH ?"]
+    params: list = [expression]
+    _in("e.session_id", f.session_ids, where, params)
+    if f.exclude_sessions:
+        where.append(f"e.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
+        params.extend(f.exclude_sessions)
+    if f.cwd is not None:
+        where.append("s.cwd_norm = ?")
+        params.append(f.cwd)
+    if f.cwd_under is not None:
+        if f.cwd_under.rstrip("/") == "":
+            pass  # everything is under the root directory
+        else:
+            low, high = subtree_bounds(f.cwd_under)
+            where.append("(s.cwd_norm = ? OR (s.cwd_norm >= ? AND s.cwd_norm < ?))")
+            params.extend([f.cwd_under.rstrip("/"), low, high])
+    _in("e.type", f.event_types, where, params)
+    _in("f.kind", f.kinds, where, params)
+    _in("e.role", f.roles, where, params)
+    _in("f.tool_name", f.tools, where, params)
+    if f.since_ms is not None:
+        where.append("e.ts_ms >= ?")
+        params.append(f.since_ms)
+    if f.until_ms is not None:
+        where.append("e.ts_ms < ?")
+        params.append(f.until_ms)
+    if f.is_error is not None:
+        where.append("e.is_error = ?")
+        params.append(int(f.is_error))
+    _in("e.branch_state", f.branch_states, where, params)
+    _in("e.selection_state", f.selection_states, where, params)
+    sql = f"""
+WITH matches AS (
+    SELECT fragments_fts.rowid AS frag_rowid, fragments_fts.rank AS score
+    FROM fragments_fts WHERE fragments_fts MATCH ?
+),
+hits AS (
+    SELECT m.frag_rowid, m.score, f.fragment_id, f.kind, f.tool_name, f.event_rowid,
+           e.session_id, e.entry_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error,
+           e.context_role, e.branch_state, e.selection_state, s.cwd, s.name AS session_name,
+           row_number() OVER (PARTITION BY f.event_rowid ORDER BY m.score, f.fragment_id) AS rn,
+           count(*) OVER (PARTITION BY f.event_rowid) AS matched
+    FROM matches m
+    JOIN fragments f ON f.frag_rowid = m.frag_rowid
+    JOIN events e ON e.event_rowid = f.event_rowid
+    JOIN sessions s ON s.session_id = e.session_id
+    WHERE {' AND '.join(where[1:]) or '1'}
+)
+SELECT frag_rowid, score, fragment_id, kind, tool_name, session_id, entry_id, type, role, ts_ms,
+       is_error, context_role, branch_state, selection_state, cwd, session_name, matched
+FROM hits WHERE rn = 1
+ORDER BY score, ts_ms DESC, session_id, ordinal
+LIMIT ? OFFSET ?"""
+    return sql, params + [request.limit, request.offset]

@@ -1,0 +1,188 @@
+"""Index schema, connection roles and migrations.
+
+The index is a disposable read model of the Pi session files, so a schema
+change never migrates rows: when `PRAGMA user_version` differs from
+`SCHEMA_VERSION` the tables are dropped and every source is re-read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+__all__ = ["SCHEMA_VERSION", "open_writer", "open_reader", "ensure_schema", "SchemaMismatch"]
+
+SCHEMA_VERSION = 3
+
+_TABLES = ("fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships")
+
+_SCHEMA = """
+CREATE TABLE sources (
+    source_id      INTEGER PRIMARY KEY,
+    path           TEXT NOT NULL UNIQUE,
+    dev            INTEGER,
+    ino            INTEGER,
+    size           INTEGER,
+    mtime_ns       INTEGER,
+    consumed       INTEGER NOT NULL DEFAULT 0,  -- end of the last complete line ingested
+    prefix_len     INTEGER NOT NULL DEFAULT 0,
+    prefix_hash    TEXT,
+    tail_len       INTEGER NOT NULL DEFAULT 0,  -- bytes just before `consumed`
+    tail_hash      TEXT,
+    parser_state   TEXT,                        -- JSON of ParserState
+    session_id     TEXT,
+    state          TEXT NOT NULL DEFAULT 'ok',  -- ok|stale|unsupported|unreadable|duplicate|pending
+    error          TEXT,
+    failed_size    INTEGER,                     -- observation that last failed, to retry only on change
+    failed_mtime_ns INTEGER,
+    diagnostics    INTEGER NOT NULL DEFAULT 0,
+    bytes_ingested INTEGER NOT NULL DEFAULT 0,
+    last_ingest_ms INTEGER
+);
+CREATE INDEX sources_session ON sources(session_id);
+
+CREATE TABLE diagnostics (
+    source_id   INTEGER NOT NULL,
+    byte_offset INTEGER,
+    code        TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    repaired    INTEGER NOT NULL DEFAULT 0,
+    observed_ms INTEGER NOT NULL
+);
+CREATE INDEX diagnostics_source ON diagnostics(source_id);
+
+CREATE TABLE sessions (
+    session_id        TEXT PRIMARY KEY,
+    source_id         INTEGER NOT NULL,
+    cwd               TEXT,
+    cwd_norm          TEXT,
+    created           TEXT,
+    name              TEXT,
+    parent_session    TEXT,   -- as recorded: a path (parentSession / branchedFrom) or an id
+    format            TEXT NOT NULL,
+    version           INTEGER NOT NULL,
+    leaf_id           TEXT,   -- the materialized leaf: last appended entry
+    entry_count       INTEGER NOT NULL DEFAULT 0,
+    first_ms          INTEGER,
+    last_ms           INTEGER
+);
+CREATE INDEX sessions_cwd ON sessions(cwd_norm);
+
+CREATE TABLE events (
+    event_rowid     INTEGER PRIMARY KEY,
+    session_id      TEXT NOT NULL,
+    entry_id        TEXT NOT NULL,
+    ordinal         INTEGER NOT NULL,
+    parent_id       TEXT,
+    type            TEXT NOT NULL,
+    role            TEXT,
+    tool_names      TEXT,
+    ts_ms           INTEGER,
+    byte_offset     INTEGER NOT NULL,
+    byte_len        INTEGER NOT NULL,
+    fingerprint     TEXT NOT NULL,
+    is_error        INTEGER NOT NULL DEFAULT 0,
+    id_recorded     INTEGER NOT NULL DEFAULT 1,
+    context_role    TEXT NOT NULL,
+    branch_state    TEXT NOT NULL DEFAULT 'unknown',
+    selection_state TEXT NOT NULL DEFAULT 'unknown',
+    meta            TEXT,
+    UNIQUE (session_id, entry_id)
+);
+CREATE INDEX events_session_ordinal ON events(session_id, ordinal);
+
+CREATE TABLE fragments (
+    frag_rowid  INTEGER PRIMARY KEY,
+    event_rowid INTEGER NOT NULL,
+    fragment_id TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    tool_name   TEXT,
+    call_id     TEXT,
+    body        TEXT NOT NULL,
+    tail        TEXT,
+    meta        TEXT NOT NULL,
+    full_length INTEGER NOT NULL,
+    UNIQUE (event_rowid, fragment_id)
+);
+
+-- External content: snippets read the text from `fragments`; head and tail
+-- of an oversized fragment are separate columns, so no phrase spans the gap.
+CREATE VIRTUAL TABLE fragments_fts USING fts5(
+    body, tail, meta,
+    content='fragments', content_rowid='frag_rowid',
+    tokenize='unicode61 remove_diacritics 2'
+);
+-- Meta words (tool name, error, custom type) count less than the text itself.
+INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.25)');
+CREATE TRIGGER fragments_ai AFTER INSERT ON fragments BEGIN
+    INSERT INTO fragments_fts(rowid, body, tail, meta) VALUES (new.frag_rowid, new.body, new.tail, new.meta);
+END;
+CREATE TRIGGER fragments_ad AFTER DELETE ON fragments BEGIN
+    INSERT INTO fragments_fts(fragments_fts, rowid, body, tail, meta)
+    VALUES ('delete', old.frag_rowid, old.body, old.tail, old.meta);
+END;
+
+CREATE TABLE relationships (
+    session_id  TEXT NOT NULL,
+    entry_id    TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    target_session_id TEXT NOT NULL,
+    target_entry_id   TEXT,
+    provenance  TEXT NOT NULL,  -- recorded | derived
+    detail      TEXT
+);
+CREATE INDEX relationships_from ON relationships(session_id, entry_id);
+CREATE INDEX relationships_to ON relationships(target_session_id, target_entry_id);
+"""
+
+
+class SchemaMismatch(Exception):
+    """A read-only connection found an index built by another schema version."""
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA temp_store = MEMORY")
+
+
+def ensure_schema(conn: sqlite3.Connection) -> bool:
+    """Create or recreate the schema. Returns True when the index was (re)built empty."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return False
+    drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in _TABLES)
+    # One script, one transaction: a crash leaves the old schema or the new.
+    conn.executescript(
+        f"BEGIN IMMEDIATE;{drops}{_SCHEMA};PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
+    )
+    return True
+
+
+def open_writer(path: str | Path) -> sqlite3.Connection:
+    """The one write connection; owned by exactly one thread."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0)
+    _configure(conn)
+    conn.execute("PRAGMA journal_mode = WAL")
+    # WAL + NORMAL cannot corrupt; a power loss may roll back the last commits,
+    # which is harmless because checkpoints roll back with their rows.
+    conn.execute("PRAGMA synchronous = NORMAL")
+    ensure_schema(conn)
+    return conn
+
+
+def open_reader(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection; raises FileNotFoundError or SchemaMismatch."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no index at {path}: run `piwatch index --once` or start piwatchd")
+    conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, isolation_level=None, timeout=5.0)
+    _configure(conn)
+    conn.execute("PRAGMA query_only = 1")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != SCHEMA_VERSION:
+        conn.close()
+        raise SchemaMismatch(
+            f"index {path} has schema {version}, this piwatch needs {SCHEMA_VERSION}: "
+            "rebuild it with `piwatch index --once` (the index is disposable)"
+        )
+    return conn

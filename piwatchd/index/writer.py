@@ -1,0 +1,308 @@
+"""The index writer: every mutation of the index goes through here.
+
+One `IndexWriter` wraps the single write connection and is used by one
+thread. Callers group work in `transaction()`: the rows a read produced and
+the checkpoint that proves them are committed together, so a crash can never
+leave rows without their checkpoint or the reverse.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import orjson
+
+from ..model import Diagnostic, Event, Header
+from ..source.parser import ParserState
+from ..source.tailer import Checkpoint
+
+__all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
+
+MAX_DIAGNOSTICS_PER_SOURCE = 200
+
+
+def normalize_cwd(cwd: str | None) -> str | None:
+    """Normalize a recorded cwd for subtree comparison (no filesystem access)."""
+    if not cwd:
+        return None
+    import posixpath
+
+    norm = posixpath.normpath(cwd.replace("\\", "/"))
+    return norm if norm != "//" else "/"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    source_id: int
+    path: str
+    checkpoint: Checkpoint | None
+    parser_state: ParserState | None
+    session_id: str | None
+    state: str
+    error: str | None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class IndexWriter:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- sources -----------------------------------------------------------
+
+    def source(self, path: str) -> SourceRecord | None:
+        row = self.conn.execute(
+            "SELECT source_id, path, dev, ino, size, mtime_ns, consumed, prefix_len, prefix_hash,"
+            " tail_len, tail_hash, parser_state, session_id, state, error FROM sources WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if row is None:
+            return None
+        checkpoint = None
+        if row[2] is not None:
+            checkpoint = Checkpoint(row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
+        parser_state = ParserState.from_json(orjson.loads(row[11])) if row[11] else None
+        return SourceRecord(row[0], row[1], checkpoint, parser_state, row[12], row[13], row[14])
+
+    def known_paths(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT path FROM sources ORDER BY path")]
+
+    def ensure_source(self, path: str) -> int:
+        self.conn.execute("INSERT INTO sources(path, state) VALUES (?, 'pending') ON CONFLICT(path) DO NOTHING", (path,))
+        return self.conn.execute("SELECT source_id FROM sources WHERE path = ?", (path,)).fetchone()[0]
+
+    def save_checkpoint(
+        self,
+        source_id: int,
+        checkpoint: Checkpoint,
+        parser_state: ParserState | None,
+        session_id: str | None,
+        bytes_ingested: int,
+    ) -> None:
+        self.conn.execute(
+            "UPDATE sources SET dev=?, ino=?, size=?, mtime_ns=?, consumed=?, prefix_len=?, prefix_hash=?,"
+            " tail_len=?, tail_hash=?, parser_state=?, session_id=?, state='ok', error=NULL,"
+            " failed_size=NULL, failed_mtime_ns=NULL,"
+            " bytes_ingested = bytes_ingested + ?, last_ingest_ms=? WHERE source_id=?",
+            (
+                checkpoint.dev,
+                checkpoint.ino,
+                checkpoint.size,
+                checkpoint.mtime_ns,
+                checkpoint.consumed,
+                checkpoint.prefix_len,
+                checkpoint.prefix_hash,
+                checkpoint.tail_len,
+                checkpoint.tail_hash,
+                orjson.dumps(parser_state.to_json()).decode() if parser_state else None,
+                session_id,
+                bytes_ingested,
+                _now_ms(),
+                source_id,
+            ),
+        )
+
+    def failed_observation(self, source_id: int) -> tuple[int | None, int | None]:
+        return self.conn.execute(
+            "SELECT failed_size, failed_mtime_ns FROM sources WHERE source_id=?", (source_id,)
+        ).fetchone()
+
+    def mark_source(
+        self,
+        source_id: int,
+        state: str,
+        error: str | None,
+        *,
+        forget_checkpoint: bool = False,
+        failed: tuple[int, int] | None = None,
+    ) -> None:
+        """Record a problem. The session's indexed events are left as they are
+        (the last known-good index) unless the caller removes them."""
+        if failed is not None:
+            self.conn.execute(
+                "UPDATE sources SET failed_size=?, failed_mtime_ns=? WHERE source_id=?", (*failed, source_id)
+            )
+        if forget_checkpoint:
+            self.conn.execute(
+                "UPDATE sources SET state=?, error=?, dev=NULL, ino=NULL, size=NULL, mtime_ns=NULL, consumed=0,"
+                " prefix_len=0, prefix_hash=NULL, tail_len=0, tail_hash=NULL, parser_state=NULL,"
+                " last_ingest_ms=? WHERE source_id=?",
+                (state, error, _now_ms(), source_id),
+            )
+        else:
+            self.conn.execute(
+                "UPDATE sources SET state=?, error=?, last_ingest_ms=? WHERE source_id=?",
+                (state, error, _now_ms(), source_id),
+            )
+
+    def record_diagnostics(self, source_id: int, diagnostics: Iterable[Diagnostic]) -> int:
+        rows = [
+            (source_id, d.byte_offset, d.code, d.message, int(d.repaired), _now_ms()) for d in diagnostics
+        ]
+        if not rows:
+            return 0
+        self.conn.execute("UPDATE sources SET diagnostics = diagnostics + ? WHERE source_id=?", (len(rows), source_id))
+        self.conn.executemany(
+            "INSERT INTO diagnostics(source_id, byte_offset, code, message, repaired, observed_ms) VALUES (?,?,?,?,?,?)",
+            rows[-MAX_DIAGNOSTICS_PER_SOURCE:],
+        )
+        # Keep the newest few per source so a noisy file cannot grow the index.
+        self.conn.execute(
+            "DELETE FROM diagnostics WHERE source_id=? AND rowid NOT IN"
+            " (SELECT rowid FROM diagnostics WHERE source_id=? ORDER BY rowid DESC LIMIT ?)",
+            (source_id, source_id, MAX_DIAGNOSTICS_PER_SOURCE),
+        )
+        return len(rows)
+
+    def clear_diagnostics(self, source_id: int) -> None:
+        self.conn.execute("DELETE FROM diagnostics WHERE source_id=?", (source_id,))
+        self.conn.execute("UPDATE sources SET diagnostics = 0 WHERE source_id=?", (source_id,))
+
+    def remove_source(self, source_id: int) -> None:
+        row = self.conn.execute("SELECT session_id FROM sources WHERE source_id=?", (source_id,)).fetchone()
+        if row and row[0]:
+            owner = self.conn.execute("SELECT source_id FROM sessions WHERE session_id=?", (row[0],)).fetchone()
+            if owner and owner[0] == source_id:
+                self.delete_session(row[0])
+        self.conn.execute("DELETE FROM diagnostics WHERE source_id=?", (source_id,))
+        self.conn.execute("DELETE FROM sources WHERE source_id=?", (source_id,))
+
+    # -- sessions ----------------------------------------------------------
+
+    def session_owner(self, session_id: str) -> tuple[int, str] | None:
+        """The source that owns a session id, with its path."""
+        return self.conn.execute(
+            "SELECT s.source_id, src.path FROM sessions s JOIN sources src ON src.source_id = s.source_id"
+            " WHERE s.session_id=?",
+            (session_id,),
+        ).fetchone()
+
+    def delete_session(self, session_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM fragments WHERE event_rowid IN (SELECT event_rowid FROM events WHERE session_id=?)",
+            (session_id,),
+        )
+        self.conn.execute("DELETE FROM events WHERE session_id=?", (session_id,))
+        self.conn.execute("DELETE FROM relationships WHERE session_id=?", (session_id,))
+        self.conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+
+    def upsert_session(self, source_id: int, header: Header) -> None:
+        self.conn.execute(
+            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, created, parent_session, format, version)"
+            " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET source_id=excluded.source_id,"
+            " cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, created=excluded.created,"
+            " parent_session=excluded.parent_session, format=excluded.format, version=excluded.version",
+            (
+                header.session_id,
+                source_id,
+                header.cwd,
+                normalize_cwd(header.cwd),
+                header.timestamp,
+                header.parent_session,
+                header.format.value,
+                header.version,
+            ),
+        )
+
+    def insert_events(self, session_id: str, events: Iterable[Event]) -> list[Diagnostic]:
+        """Insert events; a repeated entry id replaces the earlier content but
+        keeps its append position (Pi's `byId` keeps the last occurrence)."""
+        conn = self.conn
+        diagnostics: list[Diagnostic] = []
+        count = 0
+        inserted = 0
+        last: Event | None = None
+        first_ms: int | None = None
+        last_ms: int | None = None
+        name: str | None = None
+        frag_rows: list[tuple] = []
+        for ev in events:
+            count += 1
+            last = ev
+            if ev.timestamp_ms is not None:
+                first_ms = ev.timestamp_ms if first_ms is None else min(first_ms, ev.timestamp_ms)
+                last_ms = ev.timestamp_ms if last_ms is None else max(last_ms, ev.timestamp_ms)
+            if ev.type == "session_info":
+                name = ev.meta.get("name", "")
+            values = (
+                ev.parent_id,
+                ev.type,
+                ev.role,
+                ",".join(ev.tool_names) or None,
+                ev.timestamp_ms,
+                ev.byte_offset,
+                ev.byte_len,
+                ev.fingerprint,
+                int(ev.is_error),
+                int(ev.id_recorded),
+                ev.context_role.value,
+                orjson.dumps(ev.meta).decode() if ev.meta else None,
+            )
+            row = conn.execute(
+                "INSERT INTO events(session_id, entry_id, ordinal, parent_id, type, role, tool_names, ts_ms,"
+                " byte_offset, byte_len, fingerprint, is_error, id_recorded, context_role, meta)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id, entry_id) DO NOTHING"
+                " RETURNING event_rowid",
+                (session_id, ev.entry_id, ev.ordinal) + values,
+            ).fetchone()
+            if row is None:
+                # Flush first: the earlier copy's fragments may still be queued.
+                self._insert_fragments(frag_rows)
+                frag_rows = []
+                event_rowid = conn.execute(
+                    "SELECT event_rowid FROM events WHERE session_id=? AND entry_id=?", (session_id, ev.entry_id)
+                ).fetchone()[0]
+                conn.execute(
+                    "UPDATE events SET parent_id=?, type=?, role=?, tool_names=?, ts_ms=?, byte_offset=?, byte_len=?,"
+                    " fingerprint=?, is_error=?, id_recorded=?, context_role=?, meta=? WHERE event_rowid=?",
+                    values + (event_rowid,),
+                )
+                conn.execute("DELETE FROM fragments WHERE event_rowid=?", (event_rowid,))
+                diagnostics.append(
+                    Diagnostic(
+                        "duplicate-id",
+                        f"entry id {ev.entry_id!r} repeated; the later line's content wins (as in Pi)",
+                        ev.byte_offset,
+                    )
+                )
+            else:
+                event_rowid = row[0]
+                inserted += 1
+            for f in ev.fragments:
+                frag_rows.append(
+                    (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, f.text, f.tail, f.meta, f.full_length)
+                )
+        self._insert_fragments(frag_rows)
+        if count:
+            conn.execute(
+                "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"
+                " first_ms=min(coalesce(first_ms, ?), coalesce(?, first_ms)),"
+                " last_ms=max(coalesce(last_ms, ?), coalesce(?, last_ms)),"
+                " name=CASE WHEN ? IS NULL THEN name WHEN ? = '' THEN NULL ELSE ? END WHERE session_id=?",
+                (last.entry_id, inserted, first_ms, first_ms, last_ms, last_ms, name, name, name, session_id),
+            )
+        return diagnostics
+
+    def _insert_fragments(self, rows: list[tuple]) -> None:
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
+                " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
+                rows,
+            )

@@ -1,0 +1,284 @@
+"""Bring one source file's index up to date: observe, classify, read, parse,
+project, write, checkpoint. Used by `piwatch index --once` and by the daemon's
+single ingest thread.
+
+Guarantees: only complete lines are ingested; an append reads only the new
+bytes; a rewrite or replacement rebuilds the session in one transaction
+(readers see the old rows or the new, never a mix); a source that cannot be
+parsed keeps its last good rows and is marked stale; a file is removed only
+when it is really absent.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .index.writer import IndexWriter, SourceRecord
+from .model import Diagnostic
+from .project import project_entry
+from .source.lines import split_complete_lines
+from .source.parser import ParserState, UnsupportedSource, parse_lines
+from .source.reader import observe, read_chunks
+from .source.tailer import FINGERPRINT_BYTES, Change, Checkpoint, Observation, classify
+
+__all__ = ["Ingestor", "IngestOutcome"]
+
+
+@dataclass(slots=True)
+class IngestOutcome:
+    path: str
+    change: Change
+    session_id: str | None = None
+    events: int = 0
+    bytes_read: int = 0
+    state: str = "ok"
+    error: str | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+class _Window:
+    """The first and the most recent FINGERPRINT_BYTES of the bytes consumed."""
+
+    def __init__(self, prefix: bytes = b"", tail: bytes = b"") -> None:
+        self.prefix = prefix
+        self.tail = tail
+
+    def feed(self, data: bytes) -> None:
+        if len(self.prefix) < FINGERPRINT_BYTES:
+            self.prefix += data[: FINGERPRINT_BYTES - len(self.prefix)]
+        self.tail = (self.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
+
+
+def _hash(data: bytes) -> str | None:
+    import hashlib
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest() if data else None
+
+
+class Ingestor:
+    def __init__(
+        self,
+        writer: IndexWriter,
+        *,
+        gone_recheck_delay: float = 0.05,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.writer = writer
+        self.gone_recheck_delay = gone_recheck_delay
+        self._sleep = sleep
+
+    # -- entry point ---------------------------------------------------------
+
+    def ingest(self, path: str) -> IngestOutcome:
+        record = self.writer.source(path)
+        checkpoint = record.checkpoint if record else None
+        obs = observe(path, checkpoint)
+        change = classify(checkpoint, obs)
+        if change is Change.UNCHANGED:
+            return IngestOutcome(path, change, record.session_id if record else None, state=record.state if record else "ok")
+        if change is Change.GONE:
+            return self._gone(path, record)
+        if change is Change.UNREADABLE:
+            return self._unreadable(path, record, obs)
+        if record is not None and record.state in ("stale", "unsupported", "duplicate"):
+            failed = self.writer.failed_observation(record.source_id)
+            if failed == (obs.size, obs.mtime_ns):
+                # Same bytes that failed last time: retry only on the next change.
+                return IngestOutcome(path, Change.UNCHANGED, record.session_id, state=record.state, error=record.error)
+        if change is Change.APPENDED and record is not None and record.parser_state is not None:
+            return self._append(path, record, obs)
+        return self._rebuild(path, record, obs, change)
+
+    # -- cases ---------------------------------------------------------------
+
+    def _gone(self, path: str, record: SourceRecord | None) -> IngestOutcome:
+        if record is None:
+            return IngestOutcome(path, Change.GONE, state="gone")
+        # A delete-and-recreate (or a rename over) can show ENOENT for an instant.
+        self._sleep(self.gone_recheck_delay)
+        again = observe(path, record.checkpoint)
+        if again.exists or again.error is not None:
+            return self.ingest(path)
+        with self.writer.transaction():
+            self.writer.remove_source(record.source_id)
+        return IngestOutcome(path, Change.GONE, record.session_id, state="removed")
+
+    def _unreadable(self, path: str, record: SourceRecord | None, obs: Observation) -> IngestOutcome:
+        error = f"cannot read {path}: {obs.error}"
+        with self.writer.transaction():
+            source_id = record.source_id if record else self.writer.ensure_source(path)
+            self.writer.mark_source(source_id, "unreadable", error)
+        return IngestOutcome(path, Change.UNREADABLE, record.session_id if record else None, state="unreadable", error=error)
+
+    def _fail(self, path: str, record: SourceRecord | None, obs: Observation, change: Change, exc: Exception) -> IngestOutcome:
+        """Keep the last known-good rows; mark the source so status shows why."""
+        has_good = bool(
+            record is not None
+            and record.session_id
+            and (owner := self.writer.session_owner(record.session_id))
+            and owner[0] == record.source_id
+        )
+        state = "stale" if has_good else "unsupported"
+        with self.writer.transaction():
+            source_id = record.source_id if record else self.writer.ensure_source(path)
+            self.writer.mark_source(source_id, state, str(exc), failed=(obs.size, obs.mtime_ns))
+        return IngestOutcome(path, change, record.session_id if record else None, state=state, error=str(exc))
+
+    def _rebuild(self, path: str, record: SourceRecord | None, obs: Observation, change: Change) -> IngestOutcome:
+        outcome = IngestOutcome(path, change)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return self._gone(path, record)
+        except OSError as exc:
+            return self._unreadable(path, record, Observation(True, error=str(exc)))
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (obs.dev, obs.ino):
+                obs = Observation(True, dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns)
+            try:
+                with self.writer.transaction():
+                    self._rebuild_in_transaction(fd, path, record, obs, outcome)
+            except UnsupportedSource as exc:
+                return self._fail(path, record, obs, change, exc)
+            except _DuplicateSession as dup:
+                with self.writer.transaction():
+                    source_id = record.source_id if record else self.writer.ensure_source(path)
+                    self.writer.mark_source(source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns))
+                outcome.state, outcome.error = "duplicate", str(dup)
+        finally:
+            os.close(fd)
+        return outcome
+
+    def _rebuild_in_transaction(
+        self, fd: int, path: str, record: SourceRecord | None, obs: Observation, outcome: IngestOutcome
+    ) -> None:
+        w = self.writer
+        source_id = record.source_id if record else w.ensure_source(path)
+        previous_session = record.session_id if record else None
+        if previous_session:
+            owner = w.session_owner(previous_session)
+            if owner and owner[0] == source_id:
+                w.delete_session(previous_session)
+        w.clear_diagnostics(source_id)
+        state = ParserState()
+        window = _Window()
+        consumed = 0
+        for offset, data in read_chunks(fd, 0, obs.size):
+            lines, end = split_complete_lines(data, offset)
+            header_before = state.header
+            result = parse_lines(state, lines)
+            state = result.state
+            if header_before is None and state.header is not None:
+                self._claim_session(source_id, path, state.header.session_id)
+                w.upsert_session(source_id, state.header)
+            window.feed(data)
+            consumed = end
+            outcome.diagnostics.extend(result.diagnostics)
+            if result.entries:
+                events = [project_entry(state.header.session_id, e) for e in result.entries]
+                outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
+                outcome.events += len(events)
+        outcome.bytes_read = consumed
+        outcome.session_id = state.header.session_id if state.header else None
+        outcome.state = "ok" if state.header else "pending"
+        w.record_diagnostics(source_id, outcome.diagnostics)
+        checkpoint = Checkpoint(
+            obs.dev,
+            obs.ino,
+            obs.size,
+            obs.mtime_ns,
+            consumed,
+            len(window.prefix),
+            _hash(window.prefix),
+            len(window.tail),
+            _hash(window.tail),
+        )
+        w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed)
+
+    def _claim_session(self, source_id: int, path: str, session_id: str) -> None:
+        """One rule for the same session id in two files: the first indexed file
+        keeps it while it exists; the other is reported as a duplicate."""
+        owner = self.writer.session_owner(session_id)
+        if owner is None or owner[0] == source_id:
+            return
+        if os.path.exists(owner[1]):
+            raise _DuplicateSession(f"session id {session_id} is already indexed from {owner[1]}; this copy is not indexed")
+        self.writer.delete_session(session_id)
+
+    def _append(self, path: str, record: SourceRecord, obs: Observation) -> IngestOutcome:
+        cp = record.checkpoint
+        assert cp is not None and record.parser_state is not None
+        outcome = IngestOutcome(path, Change.APPENDED, record.session_id)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return self._gone(path, record)
+        except OSError as exc:
+            return self._unreadable(path, record, Observation(True, error=str(exc)))
+        try:
+            # The checkpoint's own ranges, re-read so the new fingerprints are
+            # computed from exactly the bytes that were verified and parsed.
+            window = _Window(
+                os.pread(fd, cp.prefix_len, 0) if cp.prefix_len < FINGERPRINT_BYTES else b"",
+                os.pread(fd, cp.tail_len, cp.consumed - cp.tail_len),
+            )
+            prefix_done = cp.prefix_len >= FINGERPRINT_BYTES
+            state = record.parser_state
+            consumed = cp.consumed
+            try:
+                with self.writer.transaction():
+                    for offset, data in read_chunks(fd, cp.consumed, obs.size):
+                        lines, end = split_complete_lines(data, offset)
+                        header_before = state.header
+                        result = parse_lines(state, lines)
+                        state = result.state
+                        if header_before is None and state.header is not None:
+                            self._claim_session(record.source_id, path, state.header.session_id)
+                            self.writer.upsert_session(record.source_id, state.header)
+                        if prefix_done:
+                            window.tail = (window.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
+                        else:
+                            window.feed(data)
+                        consumed = end
+                        outcome.diagnostics.extend(result.diagnostics)
+                        if result.entries:
+                            events = [project_entry(state.header.session_id, e) for e in result.entries]
+                            outcome.diagnostics.extend(self.writer.insert_events(state.header.session_id, events))
+                            outcome.events += len(events)
+                    self.writer.record_diagnostics(record.source_id, outcome.diagnostics)
+                    checkpoint = Checkpoint(
+                        obs.dev,
+                        obs.ino,
+                        obs.size,
+                        obs.mtime_ns,
+                        consumed,
+                        len(window.prefix) if not prefix_done else cp.prefix_len,
+                        _hash(window.prefix) if not prefix_done else cp.prefix_hash,
+                        len(window.tail),
+                        _hash(window.tail),
+                    )
+                    outcome.session_id = state.header.session_id if state.header else None
+                    self.writer.save_checkpoint(
+                        record.source_id, checkpoint, state, outcome.session_id, consumed - cp.consumed
+                    )
+            except UnsupportedSource as exc:
+                return self._fail(path, record, obs, Change.APPENDED, exc)
+            except _DuplicateSession as dup:
+                with self.writer.transaction():
+                    self.writer.mark_source(record.source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns))
+                outcome.state, outcome.error = "duplicate", str(dup)
+                return outcome
+        finally:
+            os.close(fd)
+        outcome.bytes_read = consumed - cp.consumed
+        outcome.state = "ok" if state.header else "pending"
+        return outcome
+
+
+class _DuplicateSession(Exception):
+    pass
+

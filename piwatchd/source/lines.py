@@ -1,0 +1,119 @@
+"""Complete-line splitting and lenient JSON decoding (pure).
+
+Pi writes `JSON.stringify(entry) + "\\n"` with no fsync, so the last line of a
+file can be partial while Pi is writing, or torn forever after a crash. Only
+newline-terminated lines are ever decoded; the unterminated remainder is left
+for the next read. Bad bytes never raise: each problem becomes a `Diagnostic`
+with its byte offset, and the line is repaired when its meaning is clear
+(invalid UTF-8, a lone surrogate from JavaScript's UTF-16 truncation) or
+skipped when it is not JSON at all.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ..model import Diagnostic
+
+__all__ = ["RawLine", "split_complete_lines", "decode_line", "DecodedLine"]
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class RawLine:
+    offset: int  # absolute byte offset of the first byte of the line
+    data: bytes  # without the trailing newline
+
+    @property
+    def length(self) -> int:
+        """Bytes in the source including the newline."""
+        return len(self.data) + 1
+
+
+def split_complete_lines(buffer: bytes, base_offset: int) -> tuple[list[RawLine], int]:
+    """Split `buffer` (read from `base_offset`) into newline-terminated lines.
+
+    Returns the lines and the absolute offset just past the last newline: the
+    next read starts there. Blank lines are dropped (Pi skips them too) but
+    still consumed.
+    """
+    lines: list[RawLine] = []
+    start = 0
+    end = buffer.rfind(b"\n")
+    if end < 0:
+        return lines, base_offset
+    view = buffer[: end + 1]
+    for chunk in view.split(b"\n")[:-1]:
+        if chunk.strip():
+            lines.append(RawLine(base_offset + start, chunk.rstrip(b"\r") if chunk.endswith(b"\r") else chunk))
+        start += len(chunk) + 1
+    return lines, base_offset + end + 1
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedLine:
+    value: Any | None  # None when the line could not be decoded at all
+    diagnostics: tuple[Diagnostic, ...]
+
+
+def _strip_surrogates(value: Any) -> tuple[Any, bool]:
+    """Replace lone surrogates (which cannot be encoded as UTF-8) with U+FFFD."""
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value):
+            return _LONE_SURROGATE.sub("\ufffd", value), True
+        return value, False
+    if isinstance(value, list):
+        changed = False
+        out = []
+        for item in value:
+            fixed, c = _strip_surrogates(item)
+            changed |= c
+            out.append(fixed)
+        return (out, True) if changed else (value, False)
+    if isinstance(value, dict):
+        changed = False
+        out_d = {}
+        for key, item in value.items():
+            fixed_key, ck = _strip_surrogates(key)
+            fixed, c = _strip_surrogates(item)
+            changed |= c or ck
+            out_d[fixed_key] = fixed
+        return (out_d, True) if changed else (value, False)
+    return value, False
+
+
+def decode_line(line: RawLine) -> DecodedLine:
+    """Decode one JSONL line, repairing what can be repaired safely."""
+    try:
+        return DecodedLine(orjson.loads(line.data), ())
+    except orjson.JSONDecodeError:
+        pass
+    diagnostics: list[Diagnostic] = []
+    try:
+        text = line.data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = line.data.decode("utf-8", errors="replace")
+        diagnostics.append(
+            Diagnostic("invalid-utf8", "invalid UTF-8 replaced with U+FFFD", line.offset, repaired=True)
+        )
+    try:
+        # The stdlib accepts `\udXXX` escapes that orjson (rightly) refuses.
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return DecodedLine(
+            None,
+            tuple(diagnostics)
+            + (Diagnostic("malformed-json", f"line is not valid JSON: {exc}", line.offset),),
+        )
+    value, had_surrogates = _strip_surrogates(value)
+    if had_surrogates:
+        diagnostics.append(
+            Diagnostic("lone-surrogate", "lone UTF-16 surrogate replaced with U+FFFD", line.offset, repaired=True)
+        )
+    return DecodedLine(value, tuple(diagnostics))

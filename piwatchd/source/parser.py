@@ -1,0 +1,251 @@
+"""Pi session format reader (pure): header detection and entries, all versions.
+
+The parser is incremental so the tailer can feed it only the new complete
+lines of a file: `ParserState` carries what earlier lines established (the
+header, how many entries were seen, the v1 position counter) and is small
+enough to persist beside the byte-offset checkpoint.
+
+Supported: v1 (no ids: ids are derived from the entry's position in the file,
+so an unchanged file always yields the same ids; Pi re-ids the file when it
+migrates it), v2 and v3, Pi 1.6.0 additions, oh-my-pi's title slot. Reported
+as unsupported, never half-indexed: `--mode json` streams, agent-core
+format 4, and anything whose first line is not a session header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any, Iterable
+
+from ..model import Diagnostic, Entry, Header, SourceFormat
+from .lines import RawLine, decode_line
+
+__all__ = [
+    "ParserState",
+    "ParseResult",
+    "UnsupportedSource",
+    "parse_lines",
+    "line_fingerprint",
+    "v1_entry_id",
+    "STREAM_EVENT_TYPES",
+]
+
+# `pi --mode json` writes these after a session-shaped first line: a stdout
+# stream, never a session file.
+STREAM_EVENT_TYPES = frozenset(
+    {
+        "agent_start",
+        "agent_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_update",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "auto_compaction_start",
+        "auto_compaction_end",
+        "auto_retry_start",
+        "auto_retry_end",
+    }
+)
+
+
+class UnsupportedSource(Exception):
+    """The file is not a Pi session this reader understands; index none of it."""
+
+
+def line_fingerprint(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def v1_entry_id(index: int) -> str:
+    # Position-derived and deterministic; `index` counts the header as 0, the
+    # same numbering v1's `firstKeptEntryIndex` uses, so it resolves directly.
+    return f"v1-{index:06d}"
+
+
+@dataclass(frozen=True, slots=True)
+class ParserState:
+    header: Header | None = None
+    entries_seen: int = 0  # ordinal of the next entry
+    objects_seen: int = 0  # JSON objects seen including headers (v1 index base)
+    previous_v1_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        h = self.header
+        return {
+            "header": None
+            if h is None
+            else {
+                "session_id": h.session_id,
+                "format": h.format.value,
+                "version": h.version,
+                "cwd": h.cwd,
+                "timestamp": h.timestamp,
+                "parent_session": h.parent_session,
+            },
+            "entries_seen": self.entries_seen,
+            "objects_seen": self.objects_seen,
+            "previous_v1_id": self.previous_v1_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ParserState":
+        h = data.get("header")
+        header = None
+        if h is not None:
+            header = Header(
+                session_id=h["session_id"],
+                format=SourceFormat(h["format"]),
+                version=h["version"],
+                cwd=h["cwd"],
+                timestamp=h["timestamp"],
+                parent_session=h["parent_session"],
+            )
+        return cls(
+            header=header,
+            entries_seen=data["entries_seen"],
+            objects_seen=data["objects_seen"],
+            previous_v1_id=data.get("previous_v1_id"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult:
+    state: ParserState
+    entries: list[Entry]
+    diagnostics: list[Diagnostic]
+    header_changed: bool = False  # the header arrived in this batch
+
+
+def _header_from(obj: dict[str, Any], offset: int) -> Header:
+    session_id = obj.get("id")
+    if not isinstance(session_id, str) or not session_id:
+        raise UnsupportedSource(f"session header at byte {offset} has no string id")
+    version = obj.get("version")
+    if version is None:
+        fmt, version = SourceFormat.V1, 1
+    elif version == 2:
+        fmt = SourceFormat.V2
+    elif version == 3:
+        fmt = SourceFormat.V3
+    else:
+        raise UnsupportedSource(f"session header version {version!r} is not supported (known: 1, 2, 3)")
+    cwd = obj.get("cwd")
+    parent = obj.get("parentSession") or obj.get("branchedFrom")
+    return Header(
+        session_id=session_id,
+        format=fmt,
+        version=int(version),
+        cwd=cwd if isinstance(cwd, str) else None,
+        timestamp=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
+        parent_session=parent if isinstance(parent, str) else None,
+        raw=obj,
+    )
+
+
+def _classify_first(obj: Any, offset: int) -> Header | None:
+    """Return the header, None for an omp title slot, or raise UnsupportedSource."""
+    if not isinstance(obj, dict):
+        raise UnsupportedSource(f"first line (byte {offset}) is not a JSON object")
+    if obj.get("type") == "title":
+        return None
+    if obj.get("kind") == "header":
+        raise UnsupportedSource("agent-core format 4 session (kind=header) is not supported yet")
+    if obj.get("type") != "session":
+        raise UnsupportedSource(
+            f"first line (byte {offset}) is not a Pi session header (type={obj.get('type')!r})"
+        )
+    return _header_from(obj, offset)
+
+
+def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
+    """Parse complete lines that follow `state`. Pure; raises UnsupportedSource."""
+    entries: list[Entry] = []
+    diagnostics: list[Diagnostic] = []
+    header = state.header
+    header_changed = False
+    entries_seen = state.entries_seen
+    objects_seen = state.objects_seen
+    # Duplicates within this batch are reported here; duplicates of ids
+    # indexed by an earlier batch are reported by the index writer, so the
+    # state stays constant-size and an append costs the same at any file size.
+    seen_ids: set[str] = set()
+    previous_v1_id = state.previous_v1_id
+    for line in lines:
+        decoded = decode_line(line)
+        diagnostics.extend(decoded.diagnostics)
+        obj = decoded.value
+        if obj is None:
+            continue
+        if header is None:
+            header = _classify_first(obj, line.offset)
+            if header is not None:
+                header_changed = True
+                objects_seen += 1
+            continue
+        if not isinstance(obj, dict):
+            diagnostics.append(Diagnostic("not-object", "line is JSON but not an object", line.offset))
+            continue
+        etype = obj.get("type")
+        if etype in STREAM_EVENT_TYPES:
+            raise UnsupportedSource(
+                f"line at byte {line.offset} has type {etype!r}: this is a `pi --mode json` stream, not a session file"
+            )
+        objects_seen += 1
+        if etype == "session":
+            diagnostics.append(
+                Diagnostic("duplicate-header", "extra session header ignored (Pi uses the first)", line.offset)
+            )
+            continue
+        if not isinstance(etype, str):
+            diagnostics.append(Diagnostic("no-type", "entry has no string type; skipped", line.offset))
+            continue
+        if header.format is SourceFormat.V1:
+            entry_id = v1_entry_id(objects_seen - 1)
+            parent_id = previous_v1_id
+            previous_v1_id = entry_id
+            id_recorded = False
+        else:
+            raw_id = obj.get("id")
+            if not isinstance(raw_id, str) or not raw_id:
+                diagnostics.append(Diagnostic("no-id", f"{etype} entry without an id; skipped", line.offset))
+                continue
+            entry_id = raw_id
+            raw_parent = obj.get("parentId")
+            parent_id = raw_parent if isinstance(raw_parent, str) and raw_parent else None
+            id_recorded = True
+            if entry_id in seen_ids:
+                diagnostics.append(
+                    Diagnostic(
+                        "duplicate-id",
+                        f"entry id {entry_id!r} repeated; the later line's content wins (as in Pi)",
+                        line.offset,
+                    )
+                )
+            seen_ids.add(entry_id)
+        entries.append(
+            Entry(
+                entry_id=entry_id,
+                parent_id=parent_id,
+                type=etype,
+                ordinal=entries_seen,
+                byte_offset=line.offset,
+                byte_len=line.length,
+                fingerprint=line_fingerprint(line.data),
+                data=obj,
+                id_recorded=id_recorded,
+            )
+        )
+        entries_seen += 1
+    new_state = replace(
+        state,
+        header=header,
+        entries_seen=entries_seen,
+        objects_seen=objects_seen,
+        previous_v1_id=previous_v1_id,
+    )
+    return ParseResult(new_state, entries, diagnostics, header_changed)

@@ -1,0 +1,81 @@
+"""The tailer's decision (pure): what changed in a source since its checkpoint.
+
+The I/O shell stats the file and hashes exactly the byte ranges the checkpoint
+names; this module only compares. Keeping the decision pure lets every case
+(append, torn line, truncation, same-size rewrite, rename over, inode reuse)
+be tested as a table, without touching a file system.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = ["Checkpoint", "Observation", "Change", "classify", "FINGERPRINT_BYTES"]
+
+# Bytes hashed at the start of the file and just before the checkpoint offset.
+FINGERPRINT_BYTES = 4096
+
+
+class Change(str, Enum):
+    NEW = "new"  # no checkpoint: read everything
+    UNCHANGED = "unchanged"
+    APPENDED = "appended"  # read only from the checkpoint offset
+    REWRITTEN = "rewritten"  # same file, earlier bytes changed: rebuild the session
+    REPLACED = "replaced"  # another inode at this path: rebuild the session
+    GONE = "gone"  # the path does not exist (ENOENT)
+    UNREADABLE = "unreadable"  # permission or I/O error: change nothing
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    consumed: int
+    prefix_len: int
+    prefix_hash: str | None
+    tail_len: int
+    tail_hash: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the I/O shell saw. Hashes cover the checkpoint's ranges, or are None
+    when the file is too short to contain them."""
+
+    exists: bool
+    error: str | None = None  # errno name when the stat or read failed for another reason
+    dev: int = 0
+    ino: int = 0
+    size: int = 0
+    mtime_ns: int = 0
+    prefix_hash: str | None = None
+    tail_hash: str | None = None
+
+
+def classify(checkpoint: Checkpoint | None, obs: Observation) -> Change:
+    if obs.error is not None:
+        return Change.UNREADABLE
+    if not obs.exists:
+        return Change.GONE
+    if checkpoint is None:
+        return Change.NEW
+    if (obs.dev, obs.ino) != (checkpoint.dev, checkpoint.ino):
+        return Change.REPLACED
+    if obs.size < checkpoint.consumed:
+        return Change.REWRITTEN
+    if obs.prefix_hash != checkpoint.prefix_hash or obs.tail_hash != checkpoint.tail_hash:
+        return Change.REWRITTEN
+    if obs.size == checkpoint.size:
+        if obs.mtime_ns == checkpoint.mtime_ns:
+            return Change.UNCHANGED
+        # Pi only ever appends or rewrites; a write that keeps the size is a
+        # rewrite (omp's title slot, an editor, a same-size migration) that the
+        # sampled fingerprints may not cover.
+        return Change.REWRITTEN
+    if obs.size < checkpoint.size:
+        # Shrunk but still past `consumed`: a partial line was cut or replaced.
+        return Change.REWRITTEN
+    return Change.APPENDED
