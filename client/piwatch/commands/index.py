@@ -1,0 +1,56 @@
+"""`piwatch index --once`: reconcile an index file with the session files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p_index = sub.add_parser("index", help="index Pi session files into the database")
+    p_index.set_defaults(run=run)
+    p_index.add_argument("--once", action="store_true", required=True, help="one reconciliation pass, then exit")
+    p_index.add_argument(
+        "--sessions", action="append", metavar="DIR",
+        help="session directory to index (repeatable; default: Pi's own session directories)",
+    )
+    p_index.add_argument("--db", metavar="PATH", help="index database (default: piwatch's state directory)")
+    p_index.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p_index.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+
+def run(ns: argparse.Namespace) -> int:
+    from piwatchd.direct import index_once  # lazy: the daemon package is optional for the client
+
+    stderr = sys.stderr
+    counter = {"n": 0}
+
+    def progress(outcome) -> None:
+        counter["n"] += 1
+        if not ns.quiet and not ns.json and stderr.isatty() and counter["n"] % 25 == 0:
+            print(f"\r{counter['n']} files…", end="", file=stderr, flush=True)
+        if outcome.error and not ns.quiet and not ns.json:
+            print(f"\n{outcome.state}: {outcome.path}: {outcome.error}", file=stderr)
+
+    summary = index_once(ns.db, ns.sessions, progress=progress)
+    if ns.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        if stderr.isatty() and not ns.quiet:
+            print("\r", end="", file=stderr)
+        mb = summary["bytesRead"] / 1e6
+        rate = mb / summary["seconds"] if summary["seconds"] else 0.0
+        print(
+            f"indexed {summary['files']} files ({summary['changed']} changed, {summary['removed']} removed): "
+            f"{summary['events']} events, {mb:.1f} MB in {summary['seconds']:.2f} s ({rate:.1f} MB/s)"
+        )
+        if summary["diagnostics"]:
+            print(f"{summary['diagnostics']} lines skipped or repaired (see `piwatch status`)")
+        print(f"index: {summary['db']}")
+    return 0
+
+

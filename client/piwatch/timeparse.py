@@ -1,0 +1,29 @@
+"""Time arguments for the CLI: relative (`7d`, `12h`, `30m`) or ISO dates."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from datetime import datetime, timezone
+
+__all__ = ["parse_time"]
+
+_RELATIVE = re.compile(r"^(\d+)([smhdw])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_time(value: str, now: float | None = None) -> int:
+    """`7d`, `12h`, `30m` ago, or an ISO date/time (UTC if no zone) -> epoch ms."""
+    value = value.strip()
+    m = _RELATIVE.match(value)
+    if m:
+        now = time.time() if now is None else now
+        return int((now - int(m.group(1)) * _UNIT_SECONDS[m.group(2)]) * 1000)
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {value!r} (use 7d, 12h, 30m or an ISO date)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
