@@ -182,6 +182,10 @@ class Ingestor:
                 events = [project_entry(state.header.session_id, e) for e in result.entries]
                 outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
                 outcome.events += len(events)
+        if state.header is None and consumed > 0:
+            # Pi writes whole lines, so complete lines without a header are not
+            # a session still being written.
+            raise UnsupportedSource("no Pi session header in the file's complete lines")
         outcome.bytes_read = consumed
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"
@@ -249,6 +253,8 @@ class Ingestor:
                             events = [project_entry(state.header.session_id, e) for e in result.entries]
                             outcome.diagnostics.extend(self.writer.insert_events(state.header.session_id, events))
                             outcome.events += len(events)
+                    if state.header is None and consumed > 0:
+                        raise UnsupportedSource("no Pi session header in the file's complete lines")
                     self.writer.record_diagnostics(record.source_id, outcome.diagnostics)
                     checkpoint = Checkpoint(
                         obs.dev,

@@ -57,6 +57,8 @@ def parse_query(text: str) -> list[Term]:
         raise QueryError("query must be a string")
     if len(text) > MAX_QUERY_CHARS:
         raise QueryError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    # SQLite reads the expression as a C string: a NUL would cut it short.
+    text = text.replace("\x00", " ")
     terms: list[Term] = []
     i, n = 0, len(text)
     while i < n:

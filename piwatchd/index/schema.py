@@ -12,9 +12,11 @@ from pathlib import Path
 
 __all__ = ["SCHEMA_VERSION", "open_writer", "open_reader", "ensure_schema", "SchemaMismatch"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
-_TABLES = ("fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships")
+_TABLES = (
+    "fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships", "service_state"
+)
 
 _SCHEMA = """
 CREATE TABLE sources (
@@ -133,6 +135,14 @@ CREATE TABLE relationships (
 );
 CREATE INDEX relationships_from ON relationships(session_id, entry_id);
 CREATE INDEX relationships_to ON relationships(target_session_id, target_entry_id);
+
+-- What the live service reports about itself (files known, backlog, last
+-- scan, per-file errors), so `piwatch status` can read it with no daemon link.
+CREATE TABLE service_state (
+    key        TEXT PRIMARY KEY,
+    value      TEXT NOT NULL,   -- JSON
+    updated_ms INTEGER NOT NULL
+);
 """
 
 

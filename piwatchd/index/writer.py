@@ -53,9 +53,27 @@ def _now_ms() -> int:
 class IndexWriter:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._savepoints = 0
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """One atomic unit. Inside an open transaction (the live service batches
+        several files per commit) it is a savepoint, so one file's failure rolls
+        back that file only."""
+        if self.conn.in_transaction:
+            self._savepoints += 1
+            name = f"sp{self._savepoints}"
+            self.conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute(f"ROLLBACK TO {name}")
+                self.conn.execute(f"RELEASE {name}")
+                raise
+            finally:
+                self._savepoints -= 1
+            self.conn.execute(f"RELEASE {name}")
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield

@@ -60,6 +60,37 @@ def split_complete_lines(buffer: bytes, base_offset: int) -> tuple[list[RawLine]
 class DecodedLine:
     value: Any | None  # None when the line could not be decoded at all
     diagnostics: tuple[Diagnostic, ...]
+    # Bytes of a torn record skipped before `value` (see `_salvage_torn`).
+    skipped: int = 0
+
+
+# Pi serializes every entry with `type` as its first key.
+_RECORD_START = b'{"type":"'
+_MAX_SALVAGE_TRIES = 32
+
+
+def _salvage_torn(line: RawLine) -> DecodedLine | None:
+    """A writer that died mid-line leaves a partial record with no newline; the
+    next append is then glued to it. Keep the complete record that follows the
+    torn bytes (the last line's tail that parses on its own), skip the rest."""
+    data = line.data
+    pos = data.find(_RECORD_START, 1)
+    tries = 0
+    while pos > 0 and tries < _MAX_SALVAGE_TRIES:
+        tries += 1
+        try:
+            value = orjson.loads(data[pos:])
+        except orjson.JSONDecodeError:
+            pos = data.find(_RECORD_START, pos + 1)
+            continue
+        if not isinstance(value, dict):
+            return None
+        return DecodedLine(
+            value,
+            (Diagnostic("torn-line", f"{pos} bytes of a torn record skipped; the record after them kept", line.offset),),
+            skipped=pos,
+        )
+    return None
 
 
 def _strip_surrogates(value: Any) -> tuple[Any, bool]:
@@ -94,6 +125,9 @@ def decode_line(line: RawLine) -> DecodedLine:
         return DecodedLine(orjson.loads(line.data), ())
     except orjson.JSONDecodeError:
         pass
+    salvaged = _salvage_torn(line)
+    if salvaged is not None:
+        return salvaged
     diagnostics: list[Diagnostic] = []
     try:
         text = line.data.decode("utf-8")

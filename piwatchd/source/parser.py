@@ -179,6 +179,8 @@ def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
         decoded = decode_line(line)
         diagnostics.extend(decoded.diagnostics)
         obj = decoded.value
+        if decoded.skipped:
+            line = RawLine(line.offset + decoded.skipped, line.data[decoded.skipped :])
         if obj is None:
             continue
         if header is None:

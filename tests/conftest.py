@@ -1,0 +1,72 @@
+"""Shared helpers: short temp dirs, writing session files, indexing and searching."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures"
+sys.path.insert(0, str(REPO / "tests"))
+
+
+@pytest.fixture
+def short_tmp():
+    # AF_UNIX paths are limited to ~100 bytes; keep every test dir short.
+    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="pw-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def jsonl(*objs) -> bytes:
+    return b"".join(json.dumps(o, ensure_ascii=False).encode() + b"\n" for o in objs)
+
+
+def v3_header(sid="s-1", cwd="/work/proj", **extra):
+    return {"type": "session", "version": 3, "id": sid, "timestamp": "2026-05-01T10:00:00.000Z", "cwd": cwd, **extra}
+
+
+def msg(eid, parent, role, content, ts="2026-05-01T10:00:01.000Z", **extra):
+    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": {"role": role, "content": content, **extra}}
+
+
+@pytest.fixture
+def index_dir(short_tmp):
+    """A sessions root and a db path, plus helpers to (re)index and search."""
+
+    class Env:
+        root = short_tmp / "sessions"
+        db = short_tmp / "index.sqlite3"
+
+        def write(self, name: str, data: bytes, folder: str = "--work-proj--") -> Path:
+            d = self.root / folder
+            d.mkdir(parents=True, exist_ok=True)
+            p = d / name
+            p.write_bytes(data)
+            return p
+
+        def index(self) -> dict:
+            from piwatchd.direct import index_once
+
+            return index_once(self.db, [str(self.root)])
+
+        def search(self, query: str, **kw) -> dict:
+            from piwatchd.direct import search_index
+
+            args = {"query": query, "limit": kw.pop("limit", 50)}
+            if kw:
+                args["filters"] = kw
+            return search_index(self.db, args)
+
+        def hits(self, query: str, **kw) -> list[tuple[str, str, str]]:
+            return [(h["sessionId"], h["entryId"], h["evidence"]["kind"]) for h in self.search(query, **kw)["hits"]]
+
+    Env.root.mkdir(parents=True)
+    return Env()
