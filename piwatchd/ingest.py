@@ -65,10 +65,14 @@ class Ingestor:
         *,
         gone_recheck_delay: float = 0.05,
         sleep: Callable[[float], None] = time.sleep,
+        may_remove: Callable[[str], bool] | None = None,
     ) -> None:
         self.writer = writer
         self.gone_recheck_delay = gone_recheck_delay
         self._sleep = sleep
+        # The live service vetoes removals under a root that is missing or
+        # looks unmounted: an absent file there proves nothing.
+        self._may_remove = may_remove
 
     # -- entry point ---------------------------------------------------------
 
@@ -78,6 +82,13 @@ class Ingestor:
         obs = observe(path, checkpoint)
         change = classify(checkpoint, obs)
         if change is Change.UNCHANGED:
+            if record is not None and record.state == "unreadable":
+                # Readable again (permissions restored, folder back): the
+                # checkpoint still holds, so only the state changes.
+                state = "ok" if record.session_id else "pending"
+                with self.writer.transaction():
+                    self.writer.mark_source(record.source_id, state, None)
+                return IngestOutcome(path, change, record.session_id, state=state)
             return IngestOutcome(path, change, record.session_id if record else None, state=record.state if record else "ok")
         if change is Change.GONE:
             return self._gone(path, record)
@@ -102,6 +113,11 @@ class Ingestor:
         again = observe(path, record.checkpoint)
         if again.exists or again.error is not None:
             return self.ingest(path)
+        if self._may_remove is not None and not self._may_remove(path):
+            error = f"{path} is not visible but its sessions folder is unavailable; keeping its index"
+            with self.writer.transaction():
+                self.writer.mark_source(record.source_id, "unreadable", error)
+            return IngestOutcome(path, Change.UNREADABLE, record.session_id, state="unreadable", error=error)
         with self.writer.transaction():
             self.writer.remove_source(record.source_id)
         return IngestOutcome(path, Change.GONE, record.session_id, state="removed")

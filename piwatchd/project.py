@@ -43,7 +43,8 @@ def bound_text(text: str) -> tuple[str, str | None, int]:
 
     The tail keeps final errors and status lines searchable.
     """
-    text = text.translate(_MARKERS)
+    if "\x02" in text or "\x03" in text or "\x00" in text:
+        text = text.translate(_MARKERS)
     n = len(text)
     if n <= MAX_FRAGMENT_CHARS:
         return text, None, n

@@ -318,9 +318,17 @@ class IndexWriter:
         return diagnostics
 
     def _insert_fragments(self, rows: list[tuple]) -> None:
-        if rows:
-            self.conn.executemany(
-                "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
-                " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
-                rows,
-            )
+        if not rows:
+            return
+        before = self.conn.execute("SELECT coalesce(max(frag_rowid), 0) FROM fragments").fetchone()[0]
+        self.conn.executemany(
+            "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
+            " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        # New rows got rowids above the old maximum (INTEGER PRIMARY KEY without AUTOINCREMENT).
+        self.conn.execute(
+            "INSERT INTO fragments_fts(rowid, body, tail, meta)"
+            " SELECT frag_rowid, body, tail, meta FROM fragments WHERE frag_rowid > ?",
+            (before,),
+        )
