@@ -151,6 +151,9 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
         tools.append(name)
         is_error = msg.get("isError") is True
         meta["toolCallId"] = msg.get("toolCallId")
+        details = msg.get("details")
+        if isinstance(details, dict) and "piwatch" in details:
+            meta["piwatch"] = True  # our own Pi tool's output: searchable, hidden by default
         text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
         frags.append(
             _fragment(

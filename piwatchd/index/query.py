@@ -20,6 +20,8 @@ __all__ = [
     "parse_query",
     "fts_expression",
     "build_search_sql",
+    "roots_clause",
+    "subtree_bounds",
     "MAX_LIMIT",
     "MAX_OFFSET",
     "MAX_QUERY_CHARS",
@@ -108,6 +110,15 @@ class SearchFilters:
     branch_states: tuple[str, ...] = ()
     selection_states: tuple[str, ...] = ()
     exclude_sessions: tuple[str, ...] = ()
+    # Authorization, set by the daemon from the caller, never by users:
+    # None = unrestricted (trusted local CLI); () = nothing is visible.
+    authorized_roots: tuple[str, ...] | None = None
+    # (session id, first excluded ordinal): events at or after an invocation
+    # cutoff are invisible, in the current session and in forks copying it.
+    ordinal_caps: tuple[tuple[str, int], ...] = ()
+    # piwatch's own Pi tool results (tagged `details.piwatch`) are history of
+    # searching, not of the work: hidden from the Pi tool unless asked.
+    exclude_own_results: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +140,21 @@ def subtree_bounds(path: str) -> tuple[str, str]:
     base = path.rstrip("/")
     # '0' is the character after '/', so this range holds exactly base + '/...'.
     return base + "/", base + "0"
+
+
+def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list]:
+    """SQL true when `column` equals one of `roots` or lies below it."""
+    if not roots:
+        return "0", []
+    parts, params = [], []
+    for root in roots:
+        base = root.rstrip("/")
+        if base == "":
+            return f"{column} IS NOT NULL", []
+        low, high = subtree_bounds(base)
+        parts.append(f"({column} = ? OR ({column} >= ? AND {column} < ?))")
+        params.extend([base, low, high])
+    return "(" + " OR ".join(parts) + ")", params
 
 
 def build_search_sql(request: SearchRequest) -> tuple[str, list]:
@@ -168,6 +194,15 @@ def build_search_sql(request: SearchRequest) -> tuple[str, list]:
     if f.is_error is not None:
         where.append("e.is_error = ?")
         params.append(int(f.is_error))
+    if f.authorized_roots is not None:
+        clause, clause_params = roots_clause("s.cwd_real", f.authorized_roots)
+        where.append(clause)
+        params.extend(clause_params)
+    if f.exclude_own_results:
+        where.append("(e.meta IS NULL OR json_extract(e.meta, '$.piwatch') IS NULL)")
+    for session_id, cap in f.ordinal_caps:
+        where.append("(e.session_id != ? OR e.ordinal < ?)")
+        params.extend([session_id, cap])
     _in("e.branch_state", f.branch_states, where, params)
     _in("e.selection_state", f.selection_states, where, params)
     sql = f"""

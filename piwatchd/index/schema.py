@@ -12,10 +12,11 @@ from pathlib import Path
 
 __all__ = ["SCHEMA_VERSION", "open_writer", "open_reader", "ensure_schema", "SchemaMismatch"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 _TABLES = (
-    "fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships", "service_state"
+    "fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships", "service_state",
+    "file_evidence", "tree_facts",
 )
 
 _SCHEMA = """
@@ -58,6 +59,7 @@ CREATE TABLE sessions (
     source_id         INTEGER NOT NULL,
     cwd               TEXT,
     cwd_norm          TEXT,
+    cwd_real          TEXT,   -- symlinks resolved when the path existed at index time; authorization compares this
     created           TEXT,
     name              TEXT,
     parent_session    TEXT,   -- as recorded: a path (parentSession / branchedFrom) or an id
@@ -69,6 +71,7 @@ CREATE TABLE sessions (
     last_ms           INTEGER
 );
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
+CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
 
 CREATE TABLE events (
     event_rowid     INTEGER PRIMARY KEY,
@@ -92,6 +95,8 @@ CREATE TABLE events (
     UNIQUE (session_id, entry_id)
 );
 CREATE INDEX events_session_ordinal ON events(session_id, ordinal);
+-- Children of an entry, for branch-order reads and traces.
+CREATE INDEX events_session_parent ON events(session_id, parent_id);
 
 CREATE TABLE fragments (
     frag_rowid  INTEGER PRIMARY KEY,
@@ -125,15 +130,49 @@ END;
 
 CREATE TABLE relationships (
     session_id  TEXT NOT NULL,
-    entry_id    TEXT NOT NULL,
-    kind        TEXT NOT NULL,
-    target_session_id TEXT NOT NULL,
+    entry_id    TEXT,           -- NULL: an edge of the session itself (session-parent)
+    kind        TEXT NOT NULL,  -- tool-result-for | compacts | branch-summary-from | labels | context-edit | session-parent
+    target_session_id TEXT,     -- NULL when the target is known only by what was recorded
     target_entry_id   TEXT,
+    target_ref  TEXT,           -- as recorded when not an identity: a session path, "root"
     provenance  TEXT NOT NULL,  -- recorded | derived
     detail      TEXT
 );
 CREATE INDEX relationships_from ON relationships(session_id, entry_id);
 CREATE INDEX relationships_to ON relationships(target_session_id, target_entry_id);
+
+-- Which events read or changed which files (piwatchd.relations).
+CREATE TABLE file_evidence (
+    session_id  TEXT NOT NULL,
+    entry_id    TEXT NOT NULL,
+    path        TEXT NOT NULL,  -- resolved against the session cwd, normalized
+    mode        TEXT NOT NULL,  -- read | changed
+    source      TEXT NOT NULL,  -- tool-call | tool-result | compaction | branch-summary
+    provenance  TEXT NOT NULL,
+    raw_path    TEXT NOT NULL,
+    tool_name   TEXT,
+    call_id     TEXT
+);
+CREATE INDEX file_evidence_path ON file_evidence(path, mode);
+CREATE INDEX file_evidence_entry ON file_evidence(session_id, entry_id);
+
+-- Tree facts an entry's type and role do not imply (piwatchd.tree.node_facts);
+-- only entries that have some get a row.
+CREATE TABLE tree_facts (
+    session_id  TEXT NOT NULL,
+    entry_id    TEXT NOT NULL,
+    facts       TEXT NOT NULL,
+    PRIMARY KEY (session_id, entry_id)
+) WITHOUT ROWID;
+
+-- Tool-result joins look calls up by id.
+CREATE INDEX fragments_call ON fragments(call_id) WHERE call_id IS NOT NULL;
+
+-- The writer deletes a session's events and relationships; derived tree rows follow the session row.
+CREATE TRIGGER sessions_tree_ad AFTER DELETE ON sessions BEGIN
+    DELETE FROM file_evidence WHERE session_id = old.session_id;
+    DELETE FROM tree_facts WHERE session_id = old.session_id;
+END;
 
 -- What the live service reports about itself (files known, backlog, last
 -- scan, per-file errors), so `piwatch status` can read it with no daemon link.

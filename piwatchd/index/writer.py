@@ -20,7 +20,7 @@ from ..model import Diagnostic, Event, Header
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
 
-__all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
+__all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
 
 MAX_DIAGNOSTICS_PER_SOURCE = 200
 
@@ -33,6 +33,20 @@ def normalize_cwd(cwd: str | None) -> str | None:
 
     norm = posixpath.normpath(cwd.replace("\\", "/"))
     return norm if norm != "//" else "/"
+
+
+def canonical_cwd(cwd: str | None) -> str | None:
+    """The recorded cwd with symlinks resolved, when it exists on this machine.
+
+    Authorization compares canonical paths so a symlink cannot smuggle another
+    tree under an authorized root, and a symlinked root still matches.
+    """
+    norm = normalize_cwd(cwd)
+    if norm is None or not norm.startswith("/"):
+        return norm
+    import os
+
+    return os.path.realpath(norm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,15 +236,16 @@ class IndexWriter:
 
     def upsert_session(self, source_id: int, header: Header) -> None:
         self.conn.execute(
-            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, created, parent_session, format, version)"
-            " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET source_id=excluded.source_id,"
-            " cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, created=excluded.created,"
+            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format, version)"
+            " VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET source_id=excluded.source_id,"
+            " cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real, created=excluded.created,"
             " parent_session=excluded.parent_session, format=excluded.format, version=excluded.version",
             (
                 header.session_id,
                 source_id,
                 header.cwd,
                 normalize_cwd(header.cwd),
+                canonical_cwd(header.cwd),
                 header.timestamp,
                 header.parent_session,
                 header.format.value,

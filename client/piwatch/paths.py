@@ -1,0 +1,49 @@
+"""Where piwatchd listens: resolved the same way by the daemon, the Python
+client and the Pi extension (which mirrors this logic in TypeScript).
+
+`PIWATCH_SOCKET` overrides everything. Otherwise the socket lives in the
+per-user runtime directory (`$XDG_RUNTIME_DIR/piwatch` on Linux), falling back
+to `/tmp/piwatch-<uid>/` when that path would not fit in an AF_UNIX address.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+import platformdirs
+
+__all__ = ["runtime_dir", "socket_path", "lock_path", "MAX_SOCKET_PATH"]
+
+MAX_SOCKET_PATH = 100  # sun_path is 104 bytes on macOS, 108 on Linux
+SOCKET_NAME = "piwatchd.sock"
+
+
+def _fits(path: Path) -> bool:
+    return len(os.fsencode(str(path))) < MAX_SOCKET_PATH
+
+
+def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("PIWATCH_RUNTIME_DIR"):
+        return Path(env["PIWATCH_RUNTIME_DIR"])
+    preferred = Path(platformdirs.user_runtime_dir("piwatch"))
+    if _fits(preferred / SOCKET_NAME):
+        return preferred
+    return Path(f"/tmp/piwatch-{os.getuid()}")
+
+
+def socket_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("PIWATCH_SOCKET"):
+        return Path(env["PIWATCH_SOCKET"])
+    return runtime_dir(env) / SOCKET_NAME
+
+
+def lock_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("PIWATCH_SOCKET"):
+        sock = Path(env["PIWATCH_SOCKET"])
+        return sock.with_name(sock.name + ".lock")
+    return runtime_dir(env) / "piwatchd.lock"

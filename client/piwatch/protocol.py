@@ -1,0 +1,129 @@
+"""The wire contract between piwatchd and its clients.
+
+A frame is a 4-byte big-endian length followed by one msgpack map. The length
+is checked against the limit before a single body byte is read, and a body is
+decoded with `msgpack.unpackb`, which bounds every container by the frame's
+own size, so a small frame can never announce a huge allocation.
+
+Request:  {"v": 1, "id": int, "op": str, "args": map, "caller": map | nil}
+Response: {"id": int, "ok": true, "result": any, "warnings": [..], "freshness": map}
+       or {"id": int, "ok": false, "error": {"code": str, "message": str}, ...}
+
+The first frame on a connection must be `hello` with the client's protocol
+version; a mismatch answers `unsupported_protocol` with what to do.
+
+The daemon imports this module; this module never imports the daemon.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+import msgpack
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "MAX_REQUEST_BYTES",
+    "MAX_RESPONSE_BYTES",
+    "MAX_DEPTH",
+    "ErrorCode",
+    "ProtocolError",
+    "FrameTooLarge",
+    "ConnectionClosed",
+    "encode_frame",
+    "recv_frame",
+    "send_frame",
+    "decode_body",
+    "check_depth",
+    "OPS",
+]
+
+PROTOCOL_VERSION = 1
+MAX_REQUEST_BYTES = 1 << 20  # 1 MiB: a request is a query and a few ids
+MAX_RESPONSE_BYTES = 32 << 20  # responses carry bounded snippets and previews
+MAX_DEPTH = 16
+_HEADER = struct.Struct("!I")
+
+OPS = ("hello", "status", "search", "read", "trace", "sessions", "reindex")
+
+
+class ErrorCode:
+    BAD_REQUEST = "bad_request"  # malformed frame, wrong types, unknown op
+    UNSUPPORTED_PROTOCOL = "unsupported_protocol"
+    HELLO_REQUIRED = "hello_required"
+    QUERY_ERROR = "query_error"  # the query cannot be searched; message says why
+    NOT_FOUND = "not_found"  # also what an unauthorized target looks like
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too_large"
+    BUSY = "busy"
+    INTERNAL = "internal"
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class FrameTooLarge(ProtocolError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(ErrorCode.TOO_LARGE, f"frame of {size} bytes exceeds the limit of {limit}")
+
+
+class ConnectionClosed(Exception):
+    """The peer closed the connection (cleanly between frames or mid-frame)."""
+
+
+def encode_frame(message: Any) -> bytes:
+    body = msgpack.packb(message, use_bin_type=True)
+    return _HEADER.pack(len(body)) + body
+
+
+def send_frame(sock: socket.socket, message: Any) -> None:
+    sock.sendall(encode_frame(message))
+
+
+def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool) -> bytes:
+    chunks = []
+    remaining = n
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            if at_boundary and remaining == n:
+                raise ConnectionClosed("peer closed the connection")
+            raise ConnectionClosed(f"peer closed the connection mid-frame ({n - remaining} of {n} bytes)")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise ProtocolError(ErrorCode.BAD_REQUEST, f"message nests deeper than {limit} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def decode_body(body: bytes) -> Any:
+    try:
+        value = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several types for hostile input
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"frame is not valid msgpack: {type(exc).__name__}") from None
+    check_depth(value)
+    return value
+
+
+def recv_frame(sock: socket.socket, limit: int) -> Any:
+    """Read one frame; raises ConnectionClosed, FrameTooLarge or ProtocolError."""
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, at_boundary=True))
+    if size > limit:
+        raise FrameTooLarge(size, limit)
+    return decode_body(_recv_exact(sock, size, at_boundary=False))

@@ -1,0 +1,106 @@
+"""Who may see what: the seed's workspace-root authorization.
+
+A model-facing caller sees a session only when the session's recorded cwd,
+canonicalized, equals its authorization root or lies below it on a
+path-component boundary (`/a/proj` never authorizes `/a/proj2`). The root is,
+in order: the caller's explicit absolute workspace root; a configured root
+containing the caller's cwd; the Git worktree root of the cwd; the cwd.
+Discovery never grants access. The caller's own session is excluded unless
+targeted explicitly, and then only before the invocation cutoff.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+__all__ = ["CallerScope", "ScopeError", "resolve_scope", "is_under", "canonical", "git_root"]
+
+
+class ScopeError(ValueError):
+    pass
+
+
+def canonical(path: str) -> str:
+    return os.path.realpath(os.path.normpath(os.path.expanduser(path)))
+
+
+def is_under(path: str, root: str) -> bool:
+    """Pure: `path` equals `root` or is below it on a component boundary."""
+    root = root.rstrip("/") or "/"
+    if root == "/":
+        return path.startswith("/")
+    return path == root or path.startswith(root + "/")
+
+
+def git_root(path: str) -> str | None:
+    """The enclosing Git worktree root (`.git` dir, or file for linked worktrees)."""
+    current = path
+    while True:
+        if os.path.exists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+@dataclass(frozen=True, slots=True)
+class CallerScope:
+    roots: tuple[str, ...] | None  # None: every session (explicit opt-in of the trusted CLI)
+    current_session: str | None = None
+    current_file: str | None = None
+    cutoff_entry: str | None = None
+    tool_call_id: str | None = None
+
+    def allows_cwd(self, cwd_real: str | None) -> bool:
+        if self.roots is None:
+            return True
+        return cwd_real is not None and any(is_under(cwd_real, r) for r in self.roots)
+
+
+def _absolute(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ScopeError(f"caller {name} must be an absolute path")
+    return value
+
+
+def resolve_scope(caller: Any, configured_roots: Iterable[str] = ()) -> CallerScope:
+    """Turn the wire `caller` map into a scope. Raises ScopeError when unusable."""
+    if caller is None:
+        raise ScopeError("this request needs a caller context: cwd or workspaceRoot (or all: true from the local CLI)")
+    if not isinstance(caller, dict):
+        raise ScopeError("caller must be a map")
+
+    def opt_str(key: str) -> str | None:
+        value = caller.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ScopeError(f"caller {key} must be a string")
+        return value
+
+    current = dict(
+        current_session=opt_str("sessionId"),
+        current_file=opt_str("sessionFile"),
+        cutoff_entry=opt_str("cutoffEntryId"),
+        tool_call_id=opt_str("toolCallId"),
+    )
+    if caller.get("all") is True:
+        return CallerScope(None, **current)
+    roots: list[str] = []
+    if caller.get("workspaceRoot") is not None:
+        roots.append(canonical(_absolute(caller["workspaceRoot"], "workspaceRoot")))
+    elif caller.get("cwd") is not None:
+        cwd = canonical(_absolute(caller["cwd"], "cwd"))
+        configured = sorted((canonical(r) for r in configured_roots), key=len, reverse=True)
+        match = next((r for r in configured if is_under(cwd, r)), None)
+        roots.append(match or git_root(cwd) or cwd)
+    else:
+        raise ScopeError("caller needs cwd or workspaceRoot")
+    extra = caller.get("extraRoots") or []
+    if not isinstance(extra, list):
+        raise ScopeError("caller extraRoots must be a list of absolute paths")
+    roots.extend(canonical(_absolute(r, "extraRoots entry")) for r in extra)
+    return CallerScope(tuple(dict.fromkeys(roots)), **current)
