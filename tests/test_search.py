@@ -96,6 +96,7 @@ def test_results_are_stable_and_paginated(index_dir):
     pages = [search_index(index_dir.db, {"query": "same words", "limit": 5, "offset": o})["hits"] for o in (0, 5, 10)]
     ids = [h["sessionId"] for page in pages for h in page]
     assert len(ids) == 12 and len(set(ids)) == 12
+    assert len(index_dir.search("same words", limit=200)["hits"]) == 12  # the maximum limit is usable
 
 
 def test_phrase_never_matches_across_the_omission_marker(index_dir):

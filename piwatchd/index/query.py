@@ -157,8 +157,11 @@ def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list]:
     return "(" + " OR ".join(parts) + ")", params
 
 
-def build_search_sql(request: SearchRequest) -> tuple[str, list]:
-    """SQL returning one row per matching event (its best fragment), ranked."""
+def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list]:
+    """SQL returning one row per matching event (its best fragment), ranked.
+
+    `lookahead` extra rows tell the caller whether another page exists.
+    """
     if not 1 <= request.limit <= MAX_LIMIT:
         raise QueryError(f"limit must be between 1 and {MAX_LIMIT}")
     if not 0 <= request.offset <= MAX_OFFSET:
@@ -227,4 +230,4 @@ SELECT frag_rowid, score, fragment_id, kind, tool_name, session_id, entry_id, ty
 FROM hits WHERE rn = 1
 ORDER BY score, ts_ms DESC, session_id, ordinal
 LIMIT ? OFFSET ?"""
-    return sql, params + [request.limit, request.offset]
+    return sql, params + [request.limit + lookahead, request.offset]

@@ -86,12 +86,10 @@ def _iso(ms: int | None) -> str | None:
 
 def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> dict[str, Any]:
     """Return `{"hits": [...], "query": ..., "limit", "offset", "has_more"}`."""
-    sql, params = build_search_sql(
-        SearchRequest(request.query, request.filters, request.limit + 1, request.offset)
-    )
+    sql, params = build_search_sql(request, lookahead=1)
     expression = params[0]
     with time_limit(conn, timeout):
-        rows = conn.execute(sql, [expression] + params[1:]).fetchall()
+        rows = conn.execute(sql, params).fetchall()
         has_more = len(rows) > request.limit
         rows = rows[: request.limit]
         snippets: dict[int, str] = {}

@@ -680,12 +680,12 @@ function scenarioKitchenSink(pi, ctx) {
 	w.ids.bigAssistant = w.append("message", (mk) => {
 		calls.read = Msg.toolCall(toolId(), "read", { path: `src/parser/${mk("toolargmarker")}.py`, offset: 1, limit: 400 });
 		calls.edit = Msg.toolCall(toolId(), "edit", {
-			path: `src/parser/${mk("toolargmarker")}_lexer.py`,
+			path: `src/parser/${mk("toolargmarker")}/lexer.py`,
 			edits: [{ oldText: "    return text\n", newText: "    return text.encode().decode('unicode_escape')\n" }],
 		});
 		calls.write = Msg.toolCall(toolId(), "write", {
 			path: "tests/test_unicode.py",
-			content: `def test_${mk("toolargmarker")}():\n    assert parse('\\\\u00e9') == 'é'\n`,
+			content: `def test_unicode():  # ${mk("toolargmarker")}\n    assert parse('\\\\u00e9') == 'é'\n`,
 		});
 		calls.bash = Msg.toolCall(toolId(), "bash", { command: `pytest -q -k ${mk("toolargmarker")}`, timeout: 120 });
 		calls.grep = Msg.toolCall(toolId(), "grep", { pattern: `${mk("toolargmarker")}[(`, path: "src", ignoreCase: true });
@@ -693,7 +693,7 @@ function scenarioKitchenSink(pi, ctx) {
 		return sm.appendMessage(
 			Msg.assistant(
 				[
-					Msg.thinking(`The user wants unicode escapes. ${mk("SECRETTHINK")} Let me look at the lexer.`, `EqQBCkYIB${mk("SECRETSIGN")}xyzSIG==`),
+					Msg.thinking(`The user wants unicode escapes. ${mk("SECRETTHINK")} Let me look at the lexer.`, `EqQBCkYIB/${mk("SECRETSIGN")}/xyzSIG==`),
 					Msg.text(`${mk("yakanswer")} I'll inspect the parser and lexer, then add a test.`),
 					calls.read,
 					calls.edit,
@@ -1750,7 +1750,18 @@ async function runMigrate(pi, opts) {
 	const file = path.resolve(need(opts, "file"));
 	if (!fs.existsSync(file)) throw new Error(`no such session file: ${file}`);
 	const { migration } = migrateFile(pi, file);
-	return { mode: "migrate", piVersion: pi.version, ...fileSummary(pi, file), oldSha256: migration.preSha256, newSha256: migration.postSha256, migration };
+	const summary = fileSummary(pi, file);
+	return {
+		mode: "migrate",
+		piVersion: pi.version,
+		...summary,
+		oldSha256: migration.preSha256,
+		newSha256: migration.postSha256,
+		oldVersion: migration.preVersion,
+		newVersion: migration.postVersion,
+		newEntryIds: migration.rewritten && migration.preVersion < 2 ? summary.entryIds : [],
+		migration,
+	};
 }
 
 async function runOracle(pi, opts) {

@@ -1,0 +1,135 @@
+"""`piwatch service install|uninstall|status`: run piwatchd as a user service
+(a systemd user unit on Linux, a LaunchAgent on macOS)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import plistlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "run", "render_systemd_unit", "render_launchd_plist", "UNIT_NAME", "LAUNCHD_LABEL"]
+
+UNIT_NAME = "piwatchd.service"
+LAUNCHD_LABEL = "dev.piwatch.piwatchd"
+
+
+def _piwatchd_path() -> str:
+    # Prefer the piwatchd installed beside this interpreter (a venv or pipx).
+    beside = Path(sys.executable).with_name("piwatchd")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("piwatchd") or str(beside)
+
+
+def render_systemd_unit(exec_path: str) -> str:
+    return f"""[Unit]
+Description=piwatchd: live search index of Pi coding-agent sessions
+
+[Service]
+Type=notify
+ExecStart={exec_path}
+Restart=on-failure
+RestartSec=2
+WatchdogSec=60
+NotifyAccess=main
+StandardError=journal
+Nice=5
+IOSchedulingClass=idle
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def render_launchd_plist(exec_path: str, home: str) -> bytes:
+    log = f"{home}/Library/Logs/piwatch/piwatchd.log"
+    return plistlib.dumps(
+        {
+            "Label": LAUNCHD_LABEL,
+            "ProgramArguments": [exec_path],
+            "RunAtLoad": True,
+            "KeepAlive": {"SuccessfulExit": False},
+            "ProcessType": "Adaptive",
+            "StandardErrorPath": log,
+            "StandardOutPath": log,
+        }
+    )
+
+
+def _unit_path(home: Path) -> Path:
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return config / "systemd" / "user" / UNIT_NAME
+
+
+def _plist_path(home: Path) -> Path:
+    return home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("service", help="install, remove or inspect the piwatchd user service")
+    p.add_argument("action", choices=["install", "uninstall", "status"])
+    p.add_argument("--no-start", action="store_true", help="write the unit but do not enable or start it")
+    p.add_argument("--print", dest="print_only", action="store_true", help="print the unit instead of installing it")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run)
+
+
+def _run(cmd: list[str]) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def run(ns: argparse.Namespace) -> int:
+    home = Path.home()
+    exec_path = _piwatchd_path()
+    mac = sys.platform == "darwin"
+    target = _plist_path(home) if mac else _unit_path(home)
+    if ns.action == "status":
+        info = {"unit": str(target), "installed": target.exists(), "execPath": exec_path}
+        if not mac and shutil.which("systemctl"):
+            info["systemctl"] = _run(["systemctl", "--user", "is-active", UNIT_NAME])[1]
+        print(json.dumps(info, indent=2) if ns.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
+        return 0 if target.exists() else 1
+    if ns.action == "uninstall":
+        if not target.exists():
+            print(f"not installed: {target}")
+            return 0
+        if mac:
+            _run(["launchctl", "unload", str(target)])
+        elif shutil.which("systemctl"):
+            _run(["systemctl", "--user", "disable", "--now", UNIT_NAME])
+        target.unlink()
+        if not mac and shutil.which("systemctl"):
+            _run(["systemctl", "--user", "daemon-reload"])
+        print(f"removed {target}")
+        return 0
+    content = render_launchd_plist(exec_path, str(home)) if mac else render_systemd_unit(exec_path).encode()
+    if ns.print_only:
+        sys.stdout.write(content.decode())
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+    print(f"wrote {target}")
+    if ns.no_start:
+        return 0
+    if mac:
+        (home / "Library" / "Logs" / "piwatch").mkdir(parents=True, exist_ok=True)
+        code, out = _run(["launchctl", "load", "-w", str(target)])
+    elif shutil.which("systemctl"):
+        _run(["systemctl", "--user", "daemon-reload"])
+        code, out = _run(["systemctl", "--user", "enable", "--now", UNIT_NAME])
+    else:
+        code, out = 1, "systemctl not found: start piwatchd yourself"
+    if code != 0:
+        print(f"piwatch: could not start the service: {out}", file=sys.stderr)
+        return 1
+    print("started; to keep it running after logout on Linux: loginctl enable-linger $USER")
+    return 0
