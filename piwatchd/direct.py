@@ -17,9 +17,10 @@ from .index.schema import open_reader, open_writer
 from .index.search import search
 from .index.writer import IndexWriter
 from .indexer import reconcile
+from .ops.read import OpError
 from .source.discovery import discover_roots
 
-__all__ = ["index_once", "search_index", "request_from_args", "QueryError", "resolve_db"]
+__all__ = ["index_once", "search_index", "request_from_args", "QueryError", "resolve_db", "read_event", "trace_event", "OpError"]
 
 
 def resolve_db(db: str | os.PathLike | None) -> Path:
@@ -72,6 +73,8 @@ def request_from_args(args: dict[str, Any]) -> SearchRequest:
     is_error = f.get("isError")
     if is_error is not None and not isinstance(is_error, bool):
         raise QueryError("filter isError must be true or false")
+    if f.get("fileMode") not in (None, "read", "changed", "any"):
+        raise QueryError("filter fileMode must be read, changed or any")
     cwd = f.get("cwd")
     under = f.get("cwdUnder")
     filters = SearchFilters(
@@ -87,6 +90,8 @@ def request_from_args(args: dict[str, Any]) -> SearchRequest:
         is_error=is_error,
         branch_states=_tuple(f.get("branchState")),
         selection_states=_tuple(f.get("selectionState")),
+        files=tuple(os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in _tuple(f.get("files")) if p),
+        file_mode=str(f.get("fileMode") or "any"),
     )
     limit = args.get("limit", 20)
     offset = args.get("offset", 0)
@@ -102,3 +107,25 @@ def search_index(db: str | os.PathLike | None, args: dict[str, Any]) -> dict[str
         return search(conn, request)
     finally:
         conn.close()
+
+
+def _read_op(db: str | os.PathLike | None, op: Callable[[Any, dict[str, Any]], dict[str, Any]], args: dict[str, Any]) -> dict[str, Any]:
+    conn = open_reader(resolve_db(db))
+    try:
+        return op(conn, args)
+    finally:
+        conn.close()
+
+
+def read_event(db: str | os.PathLike | None, args: dict[str, Any]) -> dict[str, Any]:
+    """event_read: see piwatchd.ops.read. Raises OpError (code not-found | invalid)."""
+    from .ops.read import event_read
+
+    return _read_op(db, event_read, args)
+
+
+def trace_event(db: str | os.PathLike | None, args: dict[str, Any]) -> dict[str, Any]:
+    """event_trace: see piwatchd.ops.trace. Raises OpError (code not-found | invalid)."""
+    from .ops.trace import event_trace
+
+    return _read_op(db, event_trace, args)

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .index.tree_store import TreeBatch
 from .index.writer import IndexWriter, SourceRecord
 from .model import Diagnostic
 from .project import project_entry
@@ -183,6 +184,7 @@ class Ingestor:
         state = ParserState()
         window = _Window()
         consumed = 0
+        tree = TreeBatch(w.conn, full=True)
         for offset, data in read_chunks(fd, 0, obs.size):
             lines, end = split_complete_lines(data, offset)
             header_before = state.header
@@ -197,6 +199,7 @@ class Ingestor:
             if result.entries:
                 events = [project_entry(state.header.session_id, e) for e in result.entries]
                 outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
+                tree.add(state.header, result.entries)
                 outcome.events += len(events)
         if state.header is None and consumed > 0:
             # Pi writes whole lines, so complete lines without a header are not
@@ -206,6 +209,7 @@ class Ingestor:
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"
         w.record_diagnostics(source_id, outcome.diagnostics)
+        tree.finish()
         checkpoint = Checkpoint(
             obs.dev,
             obs.ino,
@@ -251,6 +255,7 @@ class Ingestor:
             consumed = cp.consumed
             try:
                 with self.writer.transaction():
+                    tree = TreeBatch(self.writer.conn, full=False)
                     for offset, data in read_chunks(fd, cp.consumed, obs.size):
                         lines, end = split_complete_lines(data, offset)
                         header_before = state.header
@@ -268,10 +273,12 @@ class Ingestor:
                         if result.entries:
                             events = [project_entry(state.header.session_id, e) for e in result.entries]
                             outcome.diagnostics.extend(self.writer.insert_events(state.header.session_id, events))
+                            tree.add(state.header, result.entries)
                             outcome.events += len(events)
                     if state.header is None and consumed > 0:
                         raise UnsupportedSource("no Pi session header in the file's complete lines")
                     self.writer.record_diagnostics(record.source_id, outcome.diagnostics)
+                    tree.finish()
                     checkpoint = Checkpoint(
                         obs.dev,
                         obs.ino,

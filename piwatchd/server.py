@@ -48,15 +48,23 @@ class ServerLimits:
 
 
 def ensure_private_dir(path: Path) -> None:
-    """Create `path` 0700 and verify it: a real directory, ours, no group/other bits."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create `path` 0700, or verify an existing one: a real directory, ours,
+    with no group/other bits. An existing directory is never chmod-ed: a
+    shared directory (say /tmp) must not be quietly changed or used."""
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise SystemExit(f"piwatchd: {path} is not a directory (symlink or file); refusing to use it")
     if st.st_uid != os.getuid():
         raise SystemExit(f"piwatchd: {path} is owned by uid {st.st_uid}, not {os.getuid()}; refusing to use it")
     if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
+        raise SystemExit(
+            f"piwatchd: {path} is accessible to other users (mode {stat.S_IMODE(st.st_mode):o}); "
+            "use a private directory for the socket (chmod 700, or another PIWATCH_SOCKET)"
+        )
 
 
 def peer_uid(conn: socket.socket) -> int | None:

@@ -46,9 +46,17 @@ def test_invalid_utf8_is_repaired_and_reported():
 
 
 def test_malformed_line_is_reported_not_raised():
-    d = decode_line(RawLine(42, b'{"type":"mess{"type":"message"}'))
+    d = decode_line(RawLine(42, b'{"type":"mess{"typ'))
     assert d.value is None
     assert d.diagnostics[0].code == "malformed-json" and d.diagnostics[0].byte_offset == 42
+
+
+def test_torn_record_is_skipped_not_glued_to_the_next():
+    # A writer died mid-line; the next append landed on the same line.
+    d = decode_line(RawLine(42, b'{"type":"mess{"type":"message","id":"b"}'))
+    assert d.value == {"type": "message", "id": "b"}
+    assert d.skipped == len(b'{"type":"mess')
+    assert [x.code for x in d.diagnostics] == ["torn-line"] and d.diagnostics[0].byte_offset == 42
 
 
 @given(st.binary(max_size=200))

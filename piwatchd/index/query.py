@@ -21,6 +21,8 @@ __all__ = [
     "fts_expression",
     "build_search_sql",
     "roots_clause",
+    "files_clause",
+    "FILE_MODES",
     "subtree_bounds",
     "MAX_LIMIT",
     "MAX_OFFSET",
@@ -116,6 +118,10 @@ class SearchFilters:
     # (session id, first excluded ordinal): events at or after an invocation
     # cutoff are invisible, in the current session and in forks copying it.
     ordinal_caps: tuple[tuple[str, int], ...] = ()
+    # File evidence: events that read/changed one of these absolute paths
+    # (or anything below it); mode is read | changed | any.
+    files: tuple[str, ...] = ()
+    file_mode: str = "any"
     # piwatch's own Pi tool results (tagged `details.piwatch`) are history of
     # searching, not of the work: hidden from the Pi tool unless asked.
     exclude_own_results: bool = False
@@ -155,6 +161,32 @@ def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list]:
         parts.append(f"({column} = ? OR ({column} >= ? AND {column} < ?))")
         params.extend([base, low, high])
     return "(" + " OR ".join(parts) + ")", params
+
+
+FILE_MODES = ("read", "changed", "any")
+
+
+def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list]:
+    """SQL true for events with file evidence on one of `paths` (exact or below)."""
+    if mode not in FILE_MODES:
+        raise QueryError(f"file mode must be one of {', '.join(FILE_MODES)}")
+    parts, params = [], []
+    for path in paths:
+        base = path.rstrip("/") or "/"
+        if base == "/":
+            parts.append("1")
+            continue
+        low, high = subtree_bounds(base)
+        parts.append("(fe.path = ? OR (fe.path >= ? AND fe.path < ?))")
+        params.extend([base, low, high])
+    mode_sql = "" if mode == "any" else " AND fe.mode = ?"
+    if mode != "any":
+        params.append(mode)
+    sql = (
+        "(e.session_id, e.entry_id) IN (SELECT fe.session_id, fe.entry_id FROM file_evidence fe"
+        f" WHERE ({' OR '.join(parts)}){mode_sql})"
+    )
+    return sql, params
 
 
 def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list]:
@@ -208,6 +240,10 @@ def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str
         params.extend([session_id, cap])
     _in("e.branch_state", f.branch_states, where, params)
     _in("e.selection_state", f.selection_states, where, params)
+    if f.files:
+        clause, clause_params = files_clause(f.files, f.file_mode)
+        where.append(clause)
+        params.extend(clause_params)
     sql = f"""
 WITH matches AS (
     SELECT fragments_fts.rowid AS frag_rowid, fragments_fts.rank AS score

@@ -65,7 +65,7 @@ class DecodedLine:
 
 
 # Pi serializes every entry with `type` as its first key.
-_RECORD_START = b'{"type":"'
+_RECORD_START = b'{"type"'
 _MAX_SALVAGE_TRIES = 32
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -35,6 +36,10 @@ def add_parser(sub) -> None:
     p_search.add_argument("--branch", action="append", metavar="STATE", help="selected | alternate | unknown")
     p_search.add_argument("--selection", action="append", metavar="STATE",
                           help="direct | summarized | omitted | not-selected | not-applicable | unknown")
+    p_search.add_argument("--file", action="append", metavar="PATH",
+                          help="only events that read or changed PATH (or a file below it); repeatable")
+    p_search.add_argument("--file-mode", choices=("read", "changed", "any"), default=None,
+                          help="with --file: read, changed or any (default any)")
 
 
 def search_args(ns: argparse.Namespace) -> dict[str, Any]:
@@ -51,6 +56,9 @@ def search_args(ns: argparse.Namespace) -> dict[str, Any]:
         "isError": ns.is_error,
         "branchState": ns.branch,
         "selectionState": ns.selection,
+        # Resolved here: relative to the caller, not to whoever serves the request.
+        "files": [os.path.abspath(os.path.expanduser(p)) for p in ns.file] if ns.file else None,
+        "fileMode": ns.file_mode,
     }
     return {
         "query": " ".join(ns.query),

@@ -1,0 +1,58 @@
+// Who is asking, for the daemon's authorization: the project (cwd or a
+// configured workspace root), the running session, and the cutoff: the entry
+// holding the invoking tool call. The daemon hides that entry and everything
+// after it, so the agent never "finds" its own current turn as history.
+
+export interface Caller {
+	cwd?: string;
+	workspaceRoot?: string;
+	sessionId?: string;
+	sessionFile?: string;
+	cutoffEntryId?: string;
+	toolCallId?: string;
+}
+
+/**
+ * The assistant entry on the current branch whose content holds `toolCallId`.
+ * Not simply getLeafId(): in parallel tool mode, sibling calls' immediate
+ * results (validation errors, blocks) may already sit after it.
+ */
+export function findToolCallEntryId(sm: any, toolCallId: string): string | undefined {
+	let branch: any[];
+	try {
+		branch = sm?.getBranch?.() ?? [];
+	} catch {
+		return undefined;
+	}
+	for (let i = branch.length - 1; i >= 0; i--) {
+		const e = branch[i];
+		const content = e?.type === "message" && e.message?.role === "assistant" ? e.message.content : undefined;
+		if (Array.isArray(content) && content.some((b: any) => b?.type === "toolCall" && b.id === toolCallId)) return e.id;
+	}
+	return undefined;
+}
+
+function safe<T>(fn: () => T): T | undefined {
+	try {
+		return fn();
+	} catch {
+		return undefined;
+	}
+}
+
+/** The caller map for one tool call; `cutoff` may come from the tool_call handler. */
+export function callerFromContext(ctx: any, toolCallId: string, cutoff?: string, env = process.env): Caller {
+	const sm = ctx?.sessionManager;
+	const caller: Caller = {
+		cwd: ctx?.cwd ?? safe(() => sm?.getCwd?.()) ?? process.cwd(),
+		sessionId: safe(() => sm?.getSessionId?.()),
+		sessionFile: safe(() => sm?.getSessionFile?.()),
+		// Without any cutoff the daemon hides the whole current session: the safe default.
+		cutoffEntryId: cutoff ?? findToolCallEntryId(sm, toolCallId) ?? safe(() => sm?.getLeafId?.()) ?? undefined,
+		toolCallId,
+	};
+	const root = env.PIWATCH_WORKSPACE_ROOT;
+	if (root && root.startsWith("/")) caller.workspaceRoot = root;
+	for (const k of Object.keys(caller) as (keyof Caller)[]) if (caller[k] == null) delete caller[k];
+	return caller;
+}

@@ -1,0 +1,162 @@
+// Tool parameters (plain JSON Schema: Pi validates it with AJV in every
+// version, no TypeBox import needed) and their translation into the daemon's
+// request args (piwatchd/api.py, piwatchd/direct.py request_from_args).
+
+export const MAX_HITS = 50;
+export const DEFAULT_HITS = 10;
+const SESSION_WAIT_SECONDS = 3;
+
+const KINDS = [
+	"user.text",
+	"assistant.text",
+	"tool.call",
+	"tool.result",
+	"bash.command",
+	"bash.output",
+	"summary.compaction",
+	"summary.branch",
+	"custom.message",
+	"session.name",
+];
+const BRANCH_STATES = ["selected", "alternate", "unknown"];
+const SELECTION_STATES = ["direct", "summarized", "omitted", "not-selected", "not-applicable", "unknown"];
+
+const stringList = (description: string, values?: string[]) => ({
+	type: "array",
+	items: values ? { type: "string", enum: values } : { type: "string" },
+	description,
+});
+
+const ids = {
+	sessionId: { type: "string", description: "Session id, exactly as given by an event_search hit." },
+	entryId: { type: "string", description: "Entry id within that session, exactly as given by an event_search hit." },
+};
+
+export const SEARCH_SCHEMA = {
+	type: "object",
+	properties: {
+		query: {
+			type: "string",
+			description:
+				'Full-text query over earlier events: words (all must match), "exact phrase", prefix*, OR, NOT. Matches messages, tool calls and results, bash commands and output, summaries.',
+		},
+		limit: { type: "integer", minimum: 1, maximum: MAX_HITS, description: `Hits to return (default ${DEFAULT_HITS}, at most ${MAX_HITS}).` },
+		offset: { type: "integer", minimum: 0, description: "Skip this many hits (paging)." },
+		kind: stringList("Only these kinds of evidence.", KINDS),
+		role: stringList("Only these message roles (user, assistant, toolResult, bashExecution, custom)."),
+		tool: stringList("Only calls/results of these tools (e.g. bash, edit, read)."),
+		sessionId: stringList("Only these sessions."),
+		since: { type: "string", description: "Only events at or after this time: ISO 8601 (2026-05-01, 2026-05-01T10:00Z) or relative (30m, 12h, 7d, 2w ago)." },
+		until: { type: "string", description: "Only events before this time (same forms as since)." },
+		isError: { type: "boolean", description: "Only failed (true) or only successful (false) tool results." },
+		branchState: stringList("selected: on the branch the session ended on; alternate: an abandoned branch.", BRANCH_STATES),
+		selectionState: stringList("Whether the event reached the model's context: direct, summarized (compacted away), omitted, not-selected.", SELECTION_STATES),
+		cwdUnder: { type: "string", description: "Only sessions whose working directory is this absolute path or below it (still limited to this project)." },
+		includeOwnResults: { type: "boolean", description: "Also return earlier event_search/read/trace results (hidden by default to avoid echoes)." },
+	},
+	required: ["query"],
+	additionalProperties: false,
+};
+
+export const READ_SCHEMA = {
+	type: "object",
+	properties: {
+		...ids,
+		fragmentId: { type: "string", description: 'Read a window of one fragment (e.g. "result", "text.0", "call.1") when its preview was truncated.' },
+		offset: { type: "integer", minimum: 0, description: "Window start in characters (with fragmentId)." },
+		length: { type: "integer", minimum: 1, maximum: 64000, description: "Window length in characters (with fragmentId; default 8000)." },
+		before: { type: "integer", minimum: 0, maximum: 50, description: "Also list this many preceding entries (metadata and a short preview)." },
+		after: { type: "integer", minimum: 0, maximum: 50, description: "Also list this many following entries." },
+		order: {
+			type: "string",
+			enum: ["append", "branch"],
+			description: "Neighbour order: append (file order, default) or branch (parent chain before, the branch continuation after).",
+		},
+	},
+	required: ["sessionId", "entryId"],
+	additionalProperties: false,
+};
+
+export const TRACE_SCHEMA = {
+	type: "object",
+	properties: { ...ids },
+	required: ["sessionId", "entryId"],
+	additionalProperties: false,
+};
+
+const RELATIVE = /^(\d+)\s*([smhdw])$/;
+const UNIT_MS: Record<string, number> = { s: 1e3, m: 6e4, h: 36e5, d: 864e5, w: 6048e5 };
+
+/** Mirrors client/piwatch/timeparse.py: relative (7d) or ISO (UTC when no zone). */
+export function parseTime(value: string, now = Date.now()): number {
+	const v = value.trim();
+	const m = RELATIVE.exec(v);
+	if (m) return now - Number(m[1]) * UNIT_MS[m[2]];
+	const iso = /[zZ]|[+-]\d\d:?\d\d$/.test(v) || !/T|\d\d:\d\d/.test(v) ? v : `${v}Z`;
+	const ms = Date.parse(/^\d{4}-\d\d-\d\d$/.test(iso) ? `${iso}T00:00:00Z` : iso);
+	if (Number.isNaN(ms)) throw new Error(`not a time: ${JSON.stringify(value)} (use 30m, 12h, 7d or an ISO date such as 2026-05-01T10:00Z)`);
+	return ms;
+}
+
+const list = (v: unknown): string[] | undefined => {
+	if (v === undefined || v === null) return undefined;
+	const arr = (Array.isArray(v) ? v : [v]).map(String).filter(Boolean);
+	return arr.length ? arr : undefined;
+};
+
+function clampInt(v: unknown, lo: number, hi: number, fallback: number): number {
+	const n = typeof v === "number" ? v : typeof v === "string" ? Number(v) : Number.NaN;
+	return Number.isFinite(n) ? Math.min(hi, Math.max(lo, Math.trunc(n))) : fallback;
+}
+
+export function searchArgs(p: any): Record<string, unknown> {
+	const query = typeof p?.query === "string" ? p.query.trim() : "";
+	if (!query) throw new Error("event_search needs a non-empty query.");
+	const filters: Record<string, unknown> = {};
+	const put = (key: string, value: unknown) => {
+		if (value !== undefined) filters[key] = value;
+	};
+	put("kind", list(p.kind));
+	put("role", list(p.role));
+	put("tool", list(p.tool));
+	put("sessionId", list(p.sessionId));
+	put("branchState", list(p.branchState));
+	put("selectionState", list(p.selectionState));
+	if (typeof p.isError === "boolean") filters.isError = p.isError;
+	if (typeof p.cwdUnder === "string" && p.cwdUnder.startsWith("/")) filters.cwdUnder = p.cwdUnder;
+	if (typeof p.since === "string" && p.since.trim()) filters.sinceMs = parseTime(p.since);
+	if (typeof p.until === "string" && p.until.trim()) filters.untilMs = parseTime(p.until);
+	const args: Record<string, unknown> = {
+		query,
+		limit: clampInt(p.limit, 1, MAX_HITS, DEFAULT_HITS),
+		offset: clampInt(p.offset, 0, 1_000_000, 0),
+		filters,
+	};
+	if (p.includeOwnResults === true) args.includeOwnResults = true;
+	// Named sessions may still be mid-ingest (the running one always is): let
+	// the daemon wait briefly until their files are indexed to the end.
+	if (filters.sessionId) args.waitSeconds = SESSION_WAIT_SECONDS;
+	return args;
+}
+
+function idArgs(p: any, op: string): Record<string, unknown> {
+	const sessionId = typeof p?.sessionId === "string" ? p.sessionId.trim() : "";
+	const entryId = typeof p?.entryId === "string" ? p.entryId.trim() : "";
+	if (!sessionId || !entryId) throw new Error(`${op} needs sessionId and entryId from an event_search hit.`);
+	return { sessionId, entryId };
+}
+
+export function readArgs(p: any): Record<string, unknown> {
+	const args = idArgs(p, "event_read");
+	if (typeof p.fragmentId === "string" && p.fragmentId) args.fragmentId = p.fragmentId;
+	if (p.offset !== undefined) args.offset = clampInt(p.offset, 0, Number.MAX_SAFE_INTEGER, 0);
+	if (p.length !== undefined) args.length = clampInt(p.length, 1, 64_000, 8_000);
+	if (p.before !== undefined) args.before = clampInt(p.before, 0, 50, 0);
+	if (p.after !== undefined) args.after = clampInt(p.after, 0, 50, 0);
+	if (p.order === "append" || p.order === "branch") args.order = p.order;
+	return args;
+}
+
+export function traceArgs(p: any): Record<string, unknown> {
+	return idArgs(p, "event_trace");
+}

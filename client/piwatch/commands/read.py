@@ -1,0 +1,103 @@
+"""`piwatch read SESSION ENTRY`: one event exactly, content from the source file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run", "read_args", "print_read"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("read", help="read one event from its source file, with neighbours")
+    p.set_defaults(run=run)
+    p.add_argument("session", metavar="SESSION", help="session id")
+    p.add_argument("entry", metavar="ENTRY", help="entry id")
+    p.add_argument("--fragment", metavar="ID", help="page through this fragment (ids are shown by a plain read)")
+    p.add_argument("--offset", type=int, default=None, help="with --fragment: first character (default 0)")
+    p.add_argument("--length", type=int, default=None, help="with --fragment: characters to return (default 8000)")
+    p.add_argument("--before", type=int, default=0, help="neighbours before the event (0-50)")
+    p.add_argument("--after", type=int, default=0, help="neighbours after the event (0-50)")
+    p.add_argument("--order", choices=("append", "branch"), default="append",
+                   help="neighbour order: append (file order) or branch (the conversation path)")
+    p.add_argument("--db", metavar="PATH", help="read this index file directly")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def read_args(ns: argparse.Namespace) -> dict[str, Any]:
+    args: dict[str, Any] = {"sessionId": ns.session, "entryId": ns.entry, "order": ns.order,
+                            "before": ns.before, "after": ns.after}
+    if ns.fragment is not None:
+        args["fragmentId"] = ns.fragment
+        if ns.offset is not None:
+            args["offset"] = ns.offset
+        if ns.length is not None:
+            args["length"] = ns.length
+    return args
+
+
+def _line(n: dict[str, Any] | None) -> str:
+    if n is None:
+        return "?"
+    role = f"/{n['role']}" if n.get("role") else ""
+    preview = f"  {n['preview']}" if n.get("preview") else ""
+    return f"{n['entryId']}  {n['type']}{role}  [{n['branchState']}, {n['selectionState']}]{preview}"
+
+
+def print_read(r: dict[str, Any], out) -> None:
+    ev, src = r["event"], r["source"]
+    role = f"/{ev['role']}" if ev.get("role") else ""
+    print(f"session {r['sessionId']}  entry {r['entryId']}  {ev['type']}{role}", file=out)
+    print(f"  {ev['timestamp'] or '?'}  parent {ev['parentId'] or '-'}  branch {ev['branchState']}"
+          f"  selection {ev['selectionState']}  {ev['contextRole']}", file=out)
+    print(f"  source {src['path']} bytes {src['byteOffset']}+{src['byteLength']}: {src['status']}", file=out)
+    if src.get("detail"):
+        print(f"  ! {src['detail']}", file=out)
+    nb = r.get("neighbours")
+    if nb and nb["before"]:
+        print(f"-- before ({nb['order']} order)", file=out)
+        for n in nb["before"]:
+            print(f"  {_line(n)}", file=out)
+    if "fragment" in r:
+        fr = r["fragment"]
+        print(f"-- fragment {fr['fragmentId']} ({fr['kind']}) chars {fr['offset']}-{fr['offset'] + fr['length']}"
+              f" of {fr['totalLength']}", file=out)
+        print(fr["text"], file=out)
+        if fr["hasMore"]:
+            print(f"-- more: --fragment {fr['fragmentId']} --offset {fr['nextOffset']}", file=out)
+    else:
+        for c in r.get("content", []):
+            tool = f" {c['toolName']}" if c.get("toolName") else ""
+            print(f"-- {c['fragmentId']} ({c['kind']}{tool}, {c['length']} chars)", file=out)
+            print(c["text"], file=out)
+            if c["truncated"]:
+                print(f"-- truncated: --fragment {c['fragmentId']} --offset {c['next']['offset']}", file=out)
+    for o in r.get("omitted", []):
+        print(f"(omitted {o['field']}: {o['reason']})", file=out)
+    if nb:
+        if nb["after"] or nb.get("stoppedAtFork") or nb.get("alternatives"):
+            print(f"-- after ({nb['order']} order)", file=out)
+        for n in nb["after"]:
+            print(f"  {_line(n)}", file=out)
+        for alt in nb.get("alternatives") or []:
+            print(f"  (at {alt['at']} followed {alt['followed']}; other branches: {', '.join(alt['alternatives'])})", file=out)
+        fork = nb.get("stoppedAtFork")
+        if fork:
+            print(f"  (stopped at fork {fork['at']}: candidates {', '.join(fork['candidates'])})", file=out)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from piwatchd.direct import OpError, read_event
+
+    try:
+        result = read_event(ns.db, read_args(ns))
+    except OpError as exc:
+        print(f"piwatch: {exc}", file=sys.stderr)
+        return 2 if exc.code == "invalid" else 1
+    if ns.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print_read(result, sys.stdout)
+    return 0 if result["source"]["status"] == "verified" else 3

@@ -1,0 +1,337 @@
+"""event_read: one event exactly, with its content read from the source file.
+
+The index gives identity, metadata, tree state and where the line is; the
+content comes from the source line itself, after proving with the recorded
+fingerprint that the bytes are the ones that were indexed. A changed or
+missing source is reported, and no content is served from the index in its
+place. Private reasoning, images, signatures and tool `details` are left out
+and listed under `omitted`; long fragments come as a bounded preview plus a
+locator, and `fragmentId` + `offset` + `length` pages through one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import datetime, timezone
+from typing import Any
+
+from ..index.tree_store import DbTreeView
+from ..model import Entry
+from ..project import normalize_arguments, project_entry
+from ..source.lines import RawLine, decode_line
+from ..source.parser import line_fingerprint
+from ..tree import branch_after, branch_before
+
+__all__ = [
+    "OpError",
+    "event_read",
+    "read_source_line",
+    "full_fragment_texts",
+    "node_summary",
+    "PREVIEW_CHARS",
+    "WINDOW_DEFAULT",
+    "WINDOW_MAX",
+    "NEIGHBOURS_MAX",
+]
+
+PREVIEW_CHARS = 2_000  # per fragment in a plain read
+SMALL_PREVIEW = 160  # neighbours and trace nodes
+WINDOW_DEFAULT = 8_000
+WINDOW_MAX = 64_000
+NEIGHBOURS_MAX = 50
+
+
+class OpError(ValueError):
+    """The request cannot be answered; `code` is not-found | invalid."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _int_arg(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    v = args.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise OpError("invalid", f"{key} must be an integer between {low} and {high}")
+    return v
+
+
+def identity(args: dict[str, Any]) -> tuple[str, str]:
+    sid, eid = args.get("sessionId"), args.get("entryId")
+    if not isinstance(sid, str) or not sid or not isinstance(eid, str) or not eid:
+        raise OpError("invalid", "sessionId and entryId are required strings")
+    return sid, eid
+
+
+def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
+    row = conn.execute(
+        "SELECT src.path, s.cwd FROM sessions s JOIN sources src ON src.source_id = s.source_id WHERE s.session_id=?",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        raise OpError("not-found", f"session {session_id} is not indexed")
+    return row[0], row[1]
+
+
+def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> tuple[str, bytes | None, str | None]:
+    """(status, line bytes, detail): status is verified | changed | missing | unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return "missing", None, f"the source file {path} no longer exists"
+    except OSError as exc:
+        return "unreadable", None, f"cannot open {path}: {exc.strerror or exc}"
+    try:
+        data = os.pread(fd, length, offset)
+    except OSError as exc:
+        return "unreadable", None, f"cannot read {path}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    line = data[:-1] if data.endswith(b"\n") else data
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if len(data) != length or line_fingerprint(line) != fingerprint:
+        return (
+            "changed",
+            None,
+            f"the bytes at {path}:{offset} no longer match the indexed line (the file was rewritten or"
+            " truncated); no content is served from the index instead: re-index and read again",
+        )
+    return "verified", line, None
+
+
+def _text_blocks(content: Any) -> list[tuple[int, str]]:
+    if isinstance(content, str):
+        return [(0, content)]
+    out = []
+    for i, block in enumerate(content if isinstance(content, list) else []):
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            out.append((i, block["text"]))
+    return out
+
+
+def full_fragment_texts(data: dict[str, Any]) -> dict[str, str]:
+    """Unbounded text of every fragment id `piwatchd.project` gives this entry."""
+    out: dict[str, str] = {}
+    etype = data.get("type")
+    if etype == "message" and isinstance(data.get("message"), dict):
+        msg = data["message"]
+        role = msg.get("role")
+        if role == "user":
+            out.update({f"text.{i}": t for i, t in _text_blocks(msg.get("content"))})
+        elif role == "assistant":
+            for i, block in enumerate(msg.get("content") if isinstance(msg.get("content"), list) else []):
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    out[f"text.{i}"] = block["text"]
+                elif block.get("type") == "toolCall":
+                    out[f"call.{i}"] = normalize_arguments(block.get("arguments"))
+        elif role == "toolResult":
+            out["result"] = "\n".join(t for _, t in _text_blocks(msg.get("content")))
+        elif role == "bashExecution":
+            out["command"] = msg.get("command") if isinstance(msg.get("command"), str) else ""
+            out["output"] = msg.get("output") if isinstance(msg.get("output"), str) else ""
+        elif role in ("custom", "hookMessage"):
+            out["custom"] = "\n".join(t for _, t in _text_blocks(msg.get("content")))
+    elif etype == "custom_message":
+        out["custom"] = "\n".join(t for _, t in _text_blocks(data.get("content")))
+    elif etype in ("compaction", "branch_summary"):
+        out["summary"] = data.get("summary") if isinstance(data.get("summary"), str) else ""
+    elif etype == "session_info" and isinstance(data.get("name"), str):
+        out["name"] = " ".join(data["name"].split())
+    return out
+
+
+def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the read leaves out on purpose, so a caller never mistakes it for absent."""
+    out: list[dict[str, Any]] = []
+    msg = data.get("message") if data.get("type") == "message" else None
+    container = msg if isinstance(msg, dict) else data
+    prefix = "message." if isinstance(msg, dict) else ""
+    content = container.get("content")
+    for i, block in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        where = f"{prefix}content[{i}]"
+        if btype == "thinking":
+            out.append({"field": where, "kind": "thinking", "reason": "private reasoning is excluded"})
+        elif btype == "image":
+            size = len(block.get("data")) if isinstance(block.get("data"), str) else None
+            out.append({"field": where, "kind": "image", "mimeType": block.get("mimeType"), "base64Chars": size,
+                        "reason": "image data is excluded"})
+        for key in ("textSignature", "thinkingSignature", "thoughtSignature", "partialJson"):
+            if key in block:
+                out.append({"field": f"{where}.{key}", "kind": "provider-private", "reason": "provider-private metadata is excluded"})
+    if isinstance(msg, dict):
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            out.append({"field": "message.content", "kind": "prompt", "reason": "system/developer prompts are not event content"})
+        if "details" in msg:
+            out.append({"field": "message.details", "kind": "details", "reason": "tool details are not model-visible content; see the source locator"})
+        if "usage" in msg:
+            out.append({"field": "message.usage", "kind": "accounting", "reason": "token accounting is not content"})
+        if isinstance(msg.get("attachments"), list):
+            out.append({"field": "message.attachments", "kind": "attachment", "reason": "attachment bodies are excluded"})
+    elif "details" in data and data.get("type") in ("custom_message", "compaction", "branch_summary"):
+        out.append({"field": "details", "kind": "details", "reason": "extension/summary details are not content; see the source locator"})
+    if data.get("type") == "custom":
+        out.append({"field": "data", "kind": "extension-state", "reason": "extension state is not conversation content"})
+    if data.get("type") == "compaction" and isinstance(data.get("systemMessage"), dict):
+        out.append({"field": "systemMessage", "kind": "prompt", "reason": "the prompt checkpoint is not event content"})
+    if data.get("type") == "context_edit" and isinstance(data.get("replacement"), dict):
+        out.append({"field": "replacement", "kind": "edit", "reason": "replacement content is read from the source locator"})
+    return out
+
+
+def _preview(conn: sqlite3.Connection, session_id: str, entry_id: str, limit: int = SMALL_PREVIEW) -> str | None:
+    """A small preview from the index: navigation aid, never canonical content."""
+    row = conn.execute(
+        "SELECT f.body FROM fragments f JOIN events e ON e.event_rowid = f.event_rowid"
+        " WHERE e.session_id=? AND e.entry_id=? ORDER BY f.frag_rowid LIMIT 1",
+        (session_id, entry_id),
+    ).fetchone()
+    if row is None or not row[0]:
+        return None
+    text = " ".join(row[0].split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def node_summary(conn: sqlite3.Connection, view: DbTreeView, entry_id: str) -> dict[str, Any] | None:
+    row = view.row(entry_id)
+    if row is None:
+        return None
+    return {
+        "sessionId": view.session_id,
+        "entryId": entry_id,
+        "type": row["type"],
+        "role": row["role"],
+        "timestamp": _iso(row["tsMs"]),
+        "toolNames": row["toolNames"],
+        "isError": row["isError"],
+        "contextRole": row["contextRole"],
+        "branchState": row["branchState"],
+        "selectionState": row["selectionState"],
+        "preview": _preview(conn, view.session_id, entry_id),
+        "previewSource": "index",
+    }
+
+
+def _neighbours(conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order: str, before: int, after: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"order": order}
+    if order == "append":
+        prev, nxt = view.by_ordinal(view.row(entry_id)["ordinal"], before, after)
+        out["before"] = [node_summary(conn, view, n.entry_id) for n in prev]
+        out["after"] = [node_summary(conn, view, n.entry_id) for n in nxt]
+        return out
+    prev_nodes = branch_before(view, entry_id, before)
+    walk = branch_after(view, entry_id, after)
+    out["before"] = [node_summary(conn, view, n.entry_id) for n in prev_nodes]
+    out["after"] = [node_summary(conn, view, n.entry_id) for n in walk.nodes]
+    out["alternatives"] = walk.alternatives
+    out["stoppedAtFork"] = walk.stopped_at_fork
+    node = view.node(prev_nodes[0].entry_id) if prev_nodes else view.node(entry_id)
+    out["reachedRoot"] = node is not None and (node.parent_id is None or view.node(node.parent_id) is None)
+    return out
+
+
+def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]:
+    sid, eid = identity(args)
+    order = args.get("order", "append")
+    if order not in ("append", "branch"):
+        raise OpError("invalid", "order must be append or branch")
+    before = _int_arg(args, "before", 0, 0, NEIGHBOURS_MAX)
+    after = _int_arg(args, "after", 0, 0, NEIGHBOURS_MAX)
+    path, cwd = source_of(conn, sid)
+    view = DbTreeView(conn, sid)
+    row = view.row(eid)
+    if row is None:
+        raise OpError("not-found", f"entry {eid} is not indexed in session {sid}")
+    locator = {"path": path, "byteOffset": row["byteOffset"], "byteLength": row["byteLength"]}
+    result: dict[str, Any] = {
+        "sessionId": sid,
+        "entryId": eid,
+        "event": {
+            "type": row["type"],
+            "role": row["role"],
+            "parentId": row["parentId"],
+            "idRecorded": row["idRecorded"],
+            "timestamp": _iso(row["tsMs"]),
+            "toolNames": row["toolNames"],
+            "isError": row["isError"],
+            "contextRole": row["contextRole"],
+            "branchState": row["branchState"],
+            "selectionState": row["selectionState"],
+            "meta": row["meta"],
+        },
+        "session": {"cwd": cwd, "sourcePath": path},
+        "source": {**locator, "fingerprint": row["fingerprint"]},
+    }
+    status, line, detail = read_source_line(path, row["byteOffset"], row["byteLength"], row["fingerprint"])
+    result["source"]["status"] = status
+    if detail:
+        result["source"]["detail"] = detail
+    if line is not None:
+        decoded = decode_line(RawLine(row["byteOffset"], line))
+        data = decoded.value if isinstance(decoded.value, dict) else {}
+        entry = Entry(eid, row["parentId"], row["type"], row["ordinal"], row["byteOffset"], row["byteLength"],
+                      row["fingerprint"], data, row["idRecorded"])
+        fragments = project_entry(sid, entry).fragments
+        texts = full_fragment_texts(data)
+        content = []
+        for f in fragments:
+            full = texts.get(f.fragment_id, f.display_text())
+            item = {
+                "fragmentId": f.fragment_id,
+                "kind": f.kind.value,
+                "toolName": f.tool_name,
+                "callId": f.call_id,
+                "length": len(full),
+                "text": full[:PREVIEW_CHARS],
+                "truncated": len(full) > PREVIEW_CHARS,
+            }
+            if item["truncated"]:
+                item["next"] = {"fragmentId": f.fragment_id, "offset": PREVIEW_CHARS}
+                item["locator"] = locator
+            content.append(item)
+        result["content"] = content
+        result["omitted"] = omitted_fields(data)
+        if args.get("fragmentId") is not None:
+            result["fragment"] = _window(args, texts, {f.fragment_id: f for f in fragments}, locator)
+    elif args.get("fragmentId") is not None:
+        raise OpError("not-found", f"cannot read fragment {args['fragmentId']!r}: {detail}")
+    if before or after:
+        result["neighbours"] = _neighbours(conn, view, eid, order, before, after)
+    return result
+
+
+def _window(args: dict[str, Any], texts: dict[str, str], fragments: dict, locator: dict) -> dict[str, Any]:
+    fid = args["fragmentId"]
+    if not isinstance(fid, str) or fid not in fragments:
+        raise OpError("not-found", f"no fragment {fid!r} in this event (fragments: {', '.join(fragments) or 'none'})")
+    text = texts.get(fid, fragments[fid].display_text())
+    offset = _int_arg(args, "offset", 0, 0, max(len(text), 0))
+    length = _int_arg(args, "length", WINDOW_DEFAULT, 1, WINDOW_MAX)
+    piece = text[offset : offset + length]
+    end = offset + len(piece)
+    return {
+        "fragmentId": fid,
+        "kind": fragments[fid].kind.value,
+        "offset": offset,
+        "length": len(piece),
+        "totalLength": len(text),
+        "text": piece,
+        "hasMore": end < len(text),
+        "nextOffset": end if end < len(text) else None,
+        "locator": locator,
+    }

@@ -1,0 +1,129 @@
+"""event_trace: an event's place in its tree and its typed relationships.
+
+Parent and children come from recorded `parentId`s; siblings are derived
+(they share a parent). Every relationship says whether the source records it
+or it is derived. Nodes carry bounded metadata and a small preview from the
+index, never content: `event_read` is for content.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+
+from ..index.tree_store import DbTreeView, materialized_leaf_of
+from ..tree import local_trace
+from .read import OpError, identity, node_summary, source_of
+
+__all__ = ["event_trace", "MAX_EDGES"]
+
+MAX_EDGES = 200  # per kind and direction; a trace stays small
+
+
+def _target(conn: sqlite3.Connection, session_id: str | None, entry_id: str | None, ref: str | None) -> dict[str, Any]:
+    if session_id and entry_id:
+        indexed = conn.execute(
+            "SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (session_id, entry_id)
+        ).fetchone() is not None
+        return {"sessionId": session_id, "entryId": entry_id, "indexed": indexed}
+    return {"ref": ref}
+
+
+def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    node = view.node(eid)
+    if node is not None and node.parent_id is not None:
+        out.append({"kind": "parent", "direction": "out", "provenance": "recorded",
+                    "target": _target(conn, sid, node.parent_id, None)})
+    for child in view.children(eid)[:MAX_EDGES]:
+        out.append({"kind": "child", "direction": "out", "provenance": "recorded",
+                    "target": {"sessionId": sid, "entryId": child.entry_id, "indexed": True}})
+    for kind, tsid, teid, ref, prov, detail in conn.execute(
+        "SELECT kind, target_session_id, target_entry_id, target_ref, provenance, detail FROM relationships"
+        " WHERE session_id=? AND entry_id=? LIMIT ?",
+        (sid, eid, MAX_EDGES),
+    ):
+        out.append({"kind": kind, "direction": "out", "provenance": prov, "target": _target(conn, tsid, teid, ref),
+                    "detail": orjson.loads(detail) if detail else None})
+    # Incoming edges; labels resolve latest-wins by the label entry's append order.
+    incoming = conn.execute(
+        "SELECT r.kind, r.session_id, r.entry_id, r.provenance, r.detail, e.ordinal FROM relationships r"
+        " LEFT JOIN events e ON e.session_id = r.session_id AND e.entry_id = r.entry_id"
+        " WHERE r.target_session_id=? AND r.target_entry_id=? ORDER BY e.ordinal LIMIT ?",
+        (sid, eid, MAX_EDGES),
+    ).fetchall()
+    last_label = max((r[5] for r in incoming if r[0] == "labels" and r[5] is not None), default=None)
+    for kind, ssid, seid, prov, detail, ordinal in incoming:
+        d = orjson.loads(detail) if detail else {}
+        if kind == "labels":
+            d["current"] = ordinal == last_label
+        out.append({"kind": kind, "direction": "in", "provenance": prov,
+                    "target": {"sessionId": ssid, "entryId": seid, "indexed": True}, "detail": d or None})
+    for path, mode, source, prov, raw, tool, call in conn.execute(
+        "SELECT path, mode, source, provenance, raw_path, tool_name, call_id FROM file_evidence"
+        " WHERE session_id=? AND entry_id=? LIMIT ?",
+        (sid, eid, MAX_EDGES),
+    ):
+        out.append({"kind": "file-read" if mode == "read" else "file-changed", "direction": "out", "provenance": prov,
+                    "target": {"path": path},
+                    "detail": {"recordedPath": raw, "source": source, "toolName": tool, "toolCallId": call}})
+    out.extend(_session_edges(conn, sid, eid))
+    return out
+
+
+def _session_edges(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[str, Any]]:
+    """Session lineage; the entry-level fork anchor is derived only from what is indexed."""
+    out = []
+    for (ref,) in conn.execute(
+        "SELECT target_ref FROM relationships WHERE session_id=? AND entry_id IS NULL AND kind='session-parent'", (sid,)
+    ):
+        parent = conn.execute(
+            "SELECT s.session_id FROM sources src JOIN sessions s ON s.source_id = src.source_id WHERE src.path=?",
+            (ref,),
+        ).fetchone()
+        if parent is None:
+            parent = conn.execute("SELECT session_id FROM sessions WHERE session_id=?", (ref,)).fetchone()
+        out.append({"kind": "session-parent", "direction": "out", "provenance": "recorded",
+                    "target": {"ref": ref, "sessionId": parent[0] if parent else None, "indexed": parent is not None}})
+        if parent is not None and conn.execute(
+            "SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (parent[0], eid)
+        ).fetchone():
+            # Pi's forks copy entries with their ids: the same id in the parent is this entry's origin.
+            out.append({"kind": "session-parent", "direction": "out", "provenance": "derived",
+                        "target": {"sessionId": parent[0], "entryId": eid, "indexed": True},
+                        "detail": {"copiedFrom": True}})
+    return out
+
+
+def event_trace(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]:
+    sid, eid = identity(args)
+    source_of(conn, sid)
+    view = DbTreeView(conn, sid)
+    if view.node(eid) is None:
+        raise OpError("not-found", f"entry {eid} is not indexed in session {sid}")
+    local = local_trace(view, eid)
+    leaf, known = materialized_leaf_of(conn, sid)
+    toward = local["towardLeaf"]
+    parent = local["parent"]
+    direction = None
+    if toward is not None:
+        direction = "parent" if parent is not None and toward.entry_id == parent.entry_id else "child"
+    return {
+        "sessionId": sid,
+        "entryId": eid,
+        "node": node_summary(conn, view, eid),
+        "materializedLeaf": {"entryId": leaf, "known": known, "isTarget": leaf == eid},
+        "parent": node_summary(conn, view, parent.entry_id) if parent is not None else None,
+        "parentMissing": local["parentRecorded"] if parent is None and local["parentRecorded"] else None,
+        "children": [node_summary(conn, view, c.entry_id) for c in local["children"][:MAX_EDGES]],
+        "siblings": [
+            {**node_summary(conn, view, s.entry_id), "provenance": "derived"} for s in local["siblings"][:MAX_EDGES]
+        ],
+        "towardLeaf": None
+        if toward is None
+        else {"entryId": toward.entry_id, "via": direction},
+        "towardLeafKnown": local["towardLeafKnown"],
+        "relationships": _edges(conn, view, sid, eid),
+    }

@@ -1,0 +1,424 @@
+"""piwatchd as a real process: real file operations and the real Pi writer.
+
+Each test starts `piwatchd` on a temp sessions root and a temp database with
+short settle/latency, changes files the way editors, crashes and Pi do, and
+checks the index through the database and `piwatch search --json`. Every
+wait is a poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import jsonl, msg, v3_header
+
+BIN = Path(sys.executable).parent
+PIWATCHD = str(BIN / "piwatchd")
+PIWATCH = str(BIN / "piwatch")
+FOLDER = "--work-proj--"
+
+
+def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message} (last: {last!r})")
+
+
+class Daemon:
+    def __init__(self, root: Path, db: Path, *, user: int | None = None, scan_interval: float = 60.0):
+        self.root, self.db, self.user, self.scan_interval = root, db, user, scan_interval
+        self.proc: subprocess.Popen | None = None
+        self.log = db.parent / "daemon.log"
+
+    def start(self, wait=True):
+        self._log_fh = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [PIWATCHD, "--sessions", str(self.root), "--db", str(self.db), "--settle", "0.05",
+             "--max-latency", "0.3", "--scan-interval", str(self.scan_interval), "--log-level", "debug",
+             "--socket", str(self.db.parent / "d.sock")],
+            stdout=self._log_fh, stderr=subprocess.STDOUT, user=self.user,
+        )
+        if wait:
+            poll(self.started, 30, message="piwatchd start-up scan to finish")
+        return self
+
+    def state(self) -> dict | None:
+        try:
+            conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+            try:
+                row = conn.execute("SELECT value FROM service_state WHERE key='service'").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return None
+        return json.loads(row[0]) if row else None
+
+    def started(self):
+        assert self.proc.poll() is None, self.log.read_text()
+        st = self.state()
+        return st is not None and st["pid"] == self.proc.pid and st["startup_seconds"] is not None
+
+    def sighup_and_wait_scan(self):
+        before = self.state()["scans"]
+        self.proc.send_signal(signal.SIGHUP)
+        poll(lambda: (self.state() or {}).get("scans", 0) > before, 10, message="a reconciliation scan")
+
+    def stop(self) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            rc = self.proc.wait(20)
+        else:
+            rc = self.proc.returncode if self.proc else 0
+        self._log_fh.close()
+        return rc
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(20)
+        self._log_fh.close()
+
+
+def q(db: Path, sql: str, *args):
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def entry_ids(db: Path, session="s-1"):
+    return [r[0] for r in q(db, "SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", session)]
+
+
+def search_cli(db: Path, *words) -> list[tuple[str, str]]:
+    out = subprocess.run([PIWATCH, "search", "--db", str(db), "--json", *words], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [(h["sessionId"], h["entryId"]) for h in json.loads(out.stdout)["hits"]]
+
+
+@pytest.fixture
+def live():
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwl-"))
+    root = base / "sessions"
+    (root / FOLDER).mkdir(parents=True)
+    daemons: list[Daemon] = []
+
+    class Env:
+        pass
+
+    env = Env()
+    env.base, env.root, env.db = base, root, base / "index.sqlite3"
+    env.path = root / FOLDER / "s1.jsonl"
+
+    def daemon(**kw):
+        d = Daemon(root, env.db, **kw)
+        daemons.append(d)
+        return d.start()
+
+    env.daemon = daemon
+    yield env
+    for d in daemons:
+        if d.proc and d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait(10)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+BASE = jsonl(v3_header(), msg("a", None, "user", "alpha walrus"), msg("b", "a", "assistant", [{"type": "text", "text": "beta heron"}]))
+
+
+def line(eid, parent, text):
+    return jsonl(msg(eid, parent, "user", text))
+
+
+def no_diagnostics(db):
+    return q(db, "SELECT code, byte_offset FROM diagnostics") == []
+
+
+@pytest.mark.timeout(60)
+def test_append_byte_by_byte_and_mid_line(live):
+    live.path.write_bytes(BASE)
+    d = live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b"], message="initial index")
+    rec = line("c", "b", "gamma ibis")
+    with open(live.path, "ab", buffering=0) as fh:
+        for i in range(len(rec) - 1):
+            fh.write(rec[i : i + 1])
+            time.sleep(0.002)
+        # Half a record for longer than settle + max latency: nothing ingested, nothing reported.
+        time.sleep(0.8)
+        assert entry_ids(live.db) == ["a", "b"]
+        assert no_diagnostics(live.db)
+        fh.write(rec[-1:])
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="byte-by-byte record")
+    assert no_diagnostics(live.db)
+    assert search_cli(live.db, "gamma") == [("s-1", "c")]
+    assert d.stop() == 0
+
+
+@pytest.mark.timeout(60)
+def test_continuous_appends_are_ingested_within_max_latency(live):
+    live.path.write_bytes(BASE)
+    live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b"])
+    # Events every 20 ms never let the file settle (settle is 50 ms); max latency still flushes.
+    seen_while_writing = False
+    with open(live.path, "ab", buffering=0) as fh:
+        parent = "b"
+        for i in range(100):
+            fh.write(line(f"n{i}", parent, f"steady {i}"))
+            parent = f"n{i}"
+            time.sleep(0.02)
+            if i > 40 and len(entry_ids(live.db)) > 2:
+                seen_while_writing = True
+    assert seen_while_writing, "a continuously appended file was not ingested while being written"
+    poll(lambda: len(entry_ids(live.db)) == 102)
+
+
+@pytest.mark.timeout(60)
+def test_truncate_rewrite_same_size_and_torn_line(live):
+    live.path.write_bytes(BASE)
+    live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b"])
+    # Same size, different bytes: old words gone, new words found, never both.
+    live.path.write_bytes(BASE.replace(b"walrus", b"badger"))
+    poll(lambda: search_cli(live.db, "badger") == [("s-1", "a")], message="same-size rewrite")
+    assert search_cli(live.db, "walrus") == []
+    # Truncated to the header only: the entries go.
+    head = jsonl(v3_header())
+    with open(live.path, "r+b") as fh:
+        fh.truncate(len(head))
+    poll(lambda: entry_ids(live.db) == [], message="truncation")
+    # A writer dies mid-record, a later one appends: the torn bytes are skipped and reported.
+    with open(live.path, "ab") as fh:
+        fh.write(line("x", None, "lost record")[:25])
+    time.sleep(0.5)
+    with open(live.path, "ab") as fh:
+        fh.write(line("y", None, "survivor otter"))
+    poll(lambda: entry_ids(live.db) == ["y"], message="record after a torn line")
+    assert q(live.db, "SELECT code, byte_offset FROM diagnostics") == [("torn-line", len(head))]
+    out = subprocess.run([PIWATCH, "status", "--db", str(live.db)], capture_output=True, text=True, timeout=60)
+    assert "torn-line 1" in out.stdout and f"@ byte {len(head)}" in out.stdout, out.stdout
+
+
+@pytest.mark.timeout(60)
+def test_rename_over_delete_and_recreate(live):
+    live.path.write_bytes(BASE)
+    other = live.root / FOLDER / "other.jsonl"
+    other.write_bytes(jsonl(v3_header("s-2"), msg("o", None, "user", "other session")))
+    live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b"])
+    # Atomic save: temp file renamed over the session.
+    tmp = live.root / FOLDER / ".s1.jsonl.tmp"
+    tmp.write_bytes(jsonl(v3_header(), msg("r", None, "user", "renamed puffin")))
+    os.replace(tmp, live.path)
+    poll(lambda: entry_ids(live.db) == ["r"], message="rename over")
+    assert search_cli(live.db, "walrus") == [] and search_cli(live.db, "puffin") == [("s-1", "r")]
+    # Delete: removed only once it is really gone.
+    ino = live.path.stat().st_ino
+    live.path.unlink()
+    poll(lambda: q(live.db, "SELECT count(*) FROM sources WHERE path=?", str(live.path))[0][0] == 0, message="removal")
+    assert entry_ids(live.db) == []
+    assert entry_ids(live.db, "s-2") == ["o"]
+    # Recreate at the same path (the file system may hand back the same inode).
+    live.path.write_bytes(jsonl(v3_header(), msg("n", None, "user", "newborn gecko")))
+    poll(lambda: entry_ids(live.db) == ["n"], message="recreated file")
+    reused = live.path.stat().st_ino == ino
+    assert search_cli(live.db, "puffin") == [], f"inode reused: {reused}"
+
+
+@pytest.mark.timeout(60)
+def test_unreadable_file_keeps_its_index(live):
+    if os.geteuid() == 0:
+        # chmod 000 does not stop root: run this daemon as `nobody` instead, if it can.
+        user = 65534
+        try:
+            probe = subprocess.run([PIWATCHD, "--help"], user=user, capture_output=True, timeout=60)
+            usable = probe.returncode == 0
+        except OSError:
+            usable = False
+        if not usable:
+            pytest.skip("running as root (chmod 000 does not stop root reads) and the venv is not usable by nobody")
+        os.chmod(live.base, 0o777)
+        for p in (live.root, live.root / FOLDER):
+            os.chmod(p, 0o755)
+    else:
+        user = None
+    live.path.write_bytes(BASE)
+    d = live.daemon(user=user)
+    poll(lambda: entry_ids(live.db) == ["a", "b"])
+    os.chmod(live.path, 0)
+    with open(live.path, "ab") as fh:  # root (the test) may still write; the daemon may not read
+        fh.write(line("c", "b", "hidden kiwi"))
+    poll(lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("unreadable",)],
+         message="unreadable state")
+    assert entry_ids(live.db) == ["a", "b"]  # nothing removed
+    os.chmod(live.path, 0o644)
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="readable again")
+    assert q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("ok",)]
+    assert d.stop() == 0
+
+
+@pytest.mark.timeout(60)
+def test_root_removed_and_restored_removes_nothing(live):
+    live.path.write_bytes(BASE)
+    d = live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b"])
+    away = live.base / "away"
+    live.root.rename(away)
+    d.sighup_and_wait_scan()
+    time.sleep(0.5)
+    assert entry_ids(live.db) == ["a", "b"]
+    assert (d.state()["last_scan"]["roots_unavailable"]) == [str(live.root)]
+    away.rename(live.root)
+    with open(live.path, "ab") as fh:
+        fh.write(line("c", "b", "homecoming crane"))
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="append after restore")
+    # A subfolder removed and restored (a real removal; the root stays).
+    keep = live.root / "--keep--"
+    keep.mkdir()
+    (keep / "k.jsonl").write_bytes(jsonl(v3_header("s-k"), msg("k", None, "user", "keeper")))
+    poll(lambda: entry_ids(live.db, "s-k") == ["k"], message="new folder picked up")
+    shutil.move(str(live.root / FOLDER), str(live.base / "folder-away"))
+    poll(lambda: entry_ids(live.db) == [], message="folder removal")
+    shutil.move(str(live.base / "folder-away"), str(live.root / FOLDER))
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="folder restored")
+    assert d.stop() == 0
+
+
+@pytest.mark.timeout(60)
+def test_restart_has_no_duplicates_and_no_reparse(live):
+    live.path.write_bytes(BASE + line("c", "b", "partial follows") + b'{"type":"mess')
+    d = live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c"])
+    assert d.stop() == 0
+    before = q(live.db, "SELECT path, bytes_ingested, last_ingest_ms, consumed FROM sources")
+    events_before = q(live.db, "SELECT session_id, entry_id, ordinal, fingerprint FROM events ORDER BY 1, 3")
+    d2 = live.daemon()
+    assert q(live.db, "SELECT path, bytes_ingested, last_ingest_ms, consumed FROM sources") == before
+    assert q(live.db, "SELECT session_id, entry_id, ordinal, fingerprint FROM events ORDER BY 1, 3") == events_before
+    assert d2.state()["bytes_ingested"] == 0
+    # The partial line completes after the restart: ingested once.
+    with open(live.path, "ab") as fh:
+        fh.write(b'age","id":"d","parentId":"c","timestamp":"2026-05-01T10:00:09.000Z","message":{"role":"user","content":"late"}}\n')
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c", "d"])
+    assert d2.stop() == 0
+    assert "Traceback" not in d2.log.read_text()
+
+
+# -- the real Pi writer ------------------------------------------------------------
+
+pi = pytest.importorskip  # keep flake-free if tests/pi is absent
+
+
+@pytest.fixture(scope="module")
+def pitools():
+    sys.path.insert(0, str(Path(__file__).parent / "pi"))
+    try:
+        import pitools as pt
+    except ImportError:
+        pytest.skip("tests/pi/pitools.py not present")
+    try:
+        pt.ensure_installed()
+    except Exception as exc:  # no node: the rest of the suite still runs
+        pytest.skip(f"real Pi writer unavailable: {exc}")
+    return pt
+
+
+def _index_snapshot(db: Path):
+    events = q(db, "SELECT e.session_id, e.entry_id, e.ordinal, e.type, e.parent_id, e.fingerprint, e.byte_offset"
+                   " FROM events e ORDER BY 1, 3")
+    frags = q(db, "SELECT e.session_id, e.entry_id, f.fragment_id, f.kind, f.body, f.tail FROM fragments f"
+                  " JOIN events e ON e.event_rowid = f.event_rowid ORDER BY 1, 2, 3")
+    return events, frags
+
+
+@pytest.mark.pi
+@pytest.mark.timeout(300)
+def test_real_pi_writes_forks_appends_and_migrates_while_running(live, pitools):
+    agent = live.base / "agent"
+    sessions = agent / "sessions"
+    d = Daemon(sessions, live.db).start()  # the root does not exist yet: watched once it appears
+    try:
+        m = pitools.run_gen(["scenarios", "--out", str(agent), "--pi", "1.6.0"])
+        paths = [f["path"] for f in m["files"]]
+        assert len(paths) >= 3
+
+        def all_indexed():
+            rows = dict(q(live.db, "SELECT path, state FROM sources"))
+            return all(rows.get(p) in ("ok", "unsupported", "duplicate") for p in paths)
+
+        poll(all_indexed, 60, message="every scenario file indexed")
+        forks = [f for f in m["files"] if f.get("parentSession") or "fork" in json.dumps(f.get("scenario", "")).lower()]
+        # Append with the real Pi while the daemon runs.
+        target = next(f for f in m["files"] if f.get("version", 3) == 3 and Path(f["path"]).exists())
+        a = pitools.run_gen(["append", "--file", target["path"], "--pi", "1.6.0", "--count", "3", "--marker", "zqxmarker"])
+        poll(lambda: len(search_cli(live.db, "zqxmarker")) == 6, 30, message="Pi appends searchable")
+        got = {e for _, e in search_cli(live.db, "zqxmarker")}
+        assert got == set(a["newEntryIds"])
+        # Migration (real Pi v1 -> v3 rewrite in place): the v1 ids vanish, Pi's new ids appear.
+        v1 = [f for f in m["files"] if f.get("version") == 1 or (f.get("sourceVersion") == 1)]
+        if v1:
+            mig = pitools.run_gen(["migrate", "--file", v1[0]["path"], "--pi", "1.6.0"])
+            sid = mig.get("sessionId")
+            poll(lambda: q(live.db, "SELECT count(*) FROM events WHERE session_id=? AND entry_id LIKE 'v1-%'", sid)[0][0] == 0
+                 and q(live.db, "SELECT count(*) FROM events WHERE session_id=?", sid)[0][0] > 0, 30, message="migration")
+        # No duplicates: every (session, entry) once, and the index equals a clean build.
+        live_snapshot = _index_snapshot(live.db)
+        assert d.stop() == 0
+        clean = live.base / "clean.sqlite3"
+        out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(sessions), "--db", str(clean), "--json"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert _index_snapshot(clean) == live_snapshot
+        assert forks is not None
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+
+
+@pytest.mark.pi
+@pytest.mark.timeout(600)
+def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
+    agent = live.base / "agent"
+    m = pitools.run_gen(["corpus", "--out", str(agent), "--pi", "1.6.0", "--bytes", "12M", "--seed", "7"])
+    sessions = agent / "sessions"
+    files = [f["path"] for f in m["files"]]
+    rng = random.Random(1234)
+    kills = 0
+    for round_ in range(8):
+        d = Daemon(sessions, live.db)
+        d.start(wait=False)
+        time.sleep(rng.uniform(0.3, 1.5))
+        if d.proc.poll() is None:
+            d.kill9()
+            kills += 1
+        # Pi keeps writing between crashes.
+        pitools.run_gen(["append", "--file", rng.choice(files), "--pi", "1.6.0", "--count", "2",
+                         "--marker", f"crash{round_}"])
+    assert kills >= 4
+    final = Daemon(sessions, live.db).start()
+    assert final.stop() == 0
+    clean = live.base / "clean.sqlite3"
+    out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(sessions), "--db", str(clean), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    got, want = _index_snapshot(live.db), _index_snapshot(clean)
+    assert len(got[0]) == len(want[0]) and got == want
