@@ -201,15 +201,15 @@ class Api:
         scope = self._scope(caller)
         conn = self._conn()
         self._visible_event(conn, scope, args.get("sessionId"), args.get("entryId"))
-        from .ops import read as read_ops, trace as trace_ops  # the tree layer
+        from .ops.read import OpError, event_read
+        from .ops.trace import event_trace
 
-        fn = read_ops.read_event if name == "read" else trace_ops.trace_event
+        fn = event_read if name == "read" else event_trace
         try:
             result = fn(conn, args)
-        except LookupError:
-            raise _not_found() from None
-        except ValueError as exc:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, str(exc)) from None
+        except OpError as exc:
+            code = ErrorCode.NOT_FOUND if exc.code == "not-found" else ErrorCode.BAD_REQUEST
+            raise ProtocolError(code, str(exc)) from None
         return _filter_visible(result, lambda sid, eid: self._is_visible(conn, scope, sid, eid))
 
     def _is_visible(self, conn, scope: CallerScope, session_id: str, entry_id: str) -> bool:
@@ -332,23 +332,47 @@ class Api:
         }
 
 
-def _filter_visible(result: Any, visible: Callable[[str, str], bool]) -> Any:
-    """Drop neighbour and relationship nodes the caller may not see (fork
-    anchors can point into other projects' sessions)."""
-    if isinstance(result, dict):
+_ID_LIST_KEYS = frozenset({"alternatives", "candidates"})
+_ID_KEYS = frozenset({"at", "followed"})
+_HIDDEN = object()
+
+
+def _filter_visible(result: Any, visible: Callable[[str, str], bool], session_id: str | None = None) -> Any:
+    """Remove every node the caller may not see from a read/trace result.
+
+    Neighbours, relationship targets, fork candidates and the materialized
+    leaf can point past the invocation cutoff or into another project's
+    session (fork anchors). Ids without a session belong to the event's own
+    session. Hidden nodes disappear from lists and become None elsewhere.
+    """
+    if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+        session_id = result["sessionId"]
+    return _redact(result, visible, session_id, top=True)
+
+
+def _redact(value: Any, visible: Callable[[str, str], bool], sid: str | None, top: bool = False) -> Any:
+    if isinstance(value, dict):
+        own_sid = value.get("sessionId") if isinstance(value.get("sessionId"), str) else sid
+        if not top and isinstance(value.get("entryId"), str) and own_sid and not visible(own_sid, value["entryId"]):
+            return _HIDDEN
+        target = value.get("target")
+        if isinstance(target, dict) and isinstance(target.get("entryId"), str):
+            tsid = target.get("sessionId") if isinstance(target.get("sessionId"), str) else sid
+            if tsid and not visible(tsid, target["entryId"]):
+                return _HIDDEN
         out = {}
-        for key, value in result.items():
-            if isinstance(value, list):
-                kept = []
-                for item in value:
-                    if isinstance(item, dict) and isinstance(item.get("sessionId"), str) and isinstance(item.get("entryId"), str):
-                        if not visible(item["sessionId"], item["entryId"]):
-                            continue
-                    kept.append(_filter_visible(item, visible))
-                out[key] = kept
-            elif isinstance(value, dict):
-                out[key] = _filter_visible(value, visible)
+        for key, item in value.items():
+            if key in _ID_LIST_KEYS and isinstance(item, list):
+                out[key] = [
+                    x for x in (_redact(i, visible, sid) for i in item)
+                    if x is not _HIDDEN and not (isinstance(x, str) and sid and not visible(sid, x))
+                ]
+            elif key in _ID_KEYS and isinstance(item, str) and sid and not visible(sid, item):
+                return _HIDDEN
             else:
-                out[key] = value
+                red = _redact(item, visible, sid)
+                out[key] = None if red is _HIDDEN else red
         return out
-    return result
+    if isinstance(value, list):
+        return [x for x in (_redact(i, visible, sid) for i in value) if x is not _HIDDEN]
+    return value

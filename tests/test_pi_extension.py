@@ -151,7 +151,7 @@ def world():
     os.chmod(w.sock.parent, 0o700)
     w.db = w.tmp / "index.sqlite3"
     w.daemon = subprocess.Popen(
-        [os.environ.get("DEV_PIWATCHD") or shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
+        [shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
          "--sessions", str(w.agent / "sessions"), "--db", str(w.db), "--log-level", "warning"],
         env=_env(PIWATCH_SOCKET=str(w.sock)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )

@@ -66,7 +66,7 @@ function freshnessNotes(freshness: any): string[] {
 			out.push(`note: session ${f.sessionId} is still being indexed (${str(f.indexedBytes)} of ${str(f.fileBytes)} bytes); its newest events may be missing.`);
 		}
 	}
-	if (typeof freshness?.backlog === "number" && freshness.backlog > 0) out.push(`note: piwatchd has ${freshness.backlog} files waiting to be indexed.`);
+	if (typeof freshness?.backlog === "number" && freshness.backlog > 0) out.push(`note: piwatchd is still indexing ${freshness.backlog} file${freshness.backlog === 1 ? "" : "s"}; the newest events may be missing.`);
 	return out;
 }
 

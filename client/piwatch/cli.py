@@ -16,7 +16,7 @@ from typing import Sequence
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 # Order is the order of `piwatch --help`.
-COMMANDS = ["index", "search", "status", "read", "trace", "pi"]
+COMMANDS = ["status", "search", "read", "trace", "sessions", "reindex", "index", "service", "pi"]
 
 
 def build_parser() -> argparse.ArgumentParser:

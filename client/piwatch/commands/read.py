@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from ._common import CommandFailed, add_scope_args, call
+
 __all__ = ["add_parser", "run", "read_args", "print_read"]
 
 
@@ -22,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--after", type=int, default=0, help="neighbours after the event (0-50)")
     p.add_argument("--order", choices=("append", "branch"), default="append",
                    help="neighbour order: append (file order) or branch (the conversation path)")
-    p.add_argument("--db", metavar="PATH", help="read this index file directly")
+    add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -89,13 +91,11 @@ def print_read(r: dict[str, Any], out) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from piwatchd.direct import OpError, read_event
-
     try:
-        result = read_event(ns.db, read_args(ns))
-    except OpError as exc:
+        result = call(ns, "read", read_args(ns))
+    except CommandFailed as exc:
         print(f"piwatch: {exc}", file=sys.stderr)
-        return 2 if exc.code == "invalid" else 1
+        return exc.exit_code
     if ns.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..timeparse import parse_time
+from ._common import CommandFailed, add_scope_args, call
 
 __all__ = ["add_parser", "run", "search_args", "print_hits"]
 
@@ -17,8 +18,8 @@ def add_parser(sub) -> None:
     p_search = sub.add_parser("search", help="search indexed events (terms AND-ed, \"quoted phrases\")")
     p_search.set_defaults(run=run)
     p_search.add_argument("query", nargs="+", help="plain terms and quoted phrases; FTS syntax is treated as text")
-    p_search.add_argument("--db", metavar="PATH", help="search this index file directly")
     p_search.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_scope_args(p_search)
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
     p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
@@ -98,17 +99,16 @@ def print_hits(result: dict[str, Any], out) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from piwatchd.direct import QueryError, search_index
-
+    args = search_args(ns)
+    if ns.wait:
+        args["waitSeconds"] = ns.wait
     try:
-        result = search_index(ns.db, search_args(ns))
-    except QueryError as exc:
+        result = call(ns, "search", args)
+    except CommandFailed as exc:
         print(f"piwatch: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     if ns.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
         print_hits(result, sys.stdout)
     return 0
-
-

@@ -14,7 +14,8 @@ __all__ = ["add_parser", "run", "format_status"]
 def add_parser(sub) -> None:
     p = sub.add_parser("status", help="show index health, backlog and piwatchd progress")
     p.set_defaults(run=run)
-    p.add_argument("--db", metavar="PATH", help="index database (default: piwatch's state directory)")
+    p.add_argument("--db", metavar="PATH", help="read this index file directly instead of asking piwatchd")
+    p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
@@ -74,14 +75,50 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def run(ns: argparse.Namespace) -> int:
+def _direct(db: str | None) -> dict[str, Any] | None:
     from piwatchd.direct import resolve_db  # lazy: the daemon package is optional for the client
     from piwatchd.status import collect_status
 
-    st = collect_status(resolve_db(ns.db))
+    path = resolve_db(db)
+    return collect_status(path) if path.exists() else None
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Exit 0: running and healthy; 1: not running; 2: running but unhealthy."""
+    from piwatch.client import Client, DaemonNotRunning, PiwatchError
+
+    if ns.db:
+        st = _direct(ns.db)
+        if st is None:
+            print(f"piwatch: no index at {ns.db}", file=sys.stderr)
+            return 1
+        print(json.dumps(st, indent=2, ensure_ascii=False) if ns.json else format_status(st))
+        return 2 if (st["service"] or {}).get("errors") else 0
+    try:
+        with Client(ns.socket, timeout=5.0) as client:
+            hello = client.hello()
+            st = client.status()
+    except DaemonNotRunning as exc:
+        st = _direct(None)
+        if ns.json:
+            print(json.dumps({"running": False, "error": str(exc), "index": st}, indent=2, ensure_ascii=False))
+        else:
+            print(f"piwatchd is not running ({exc})")
+            if st is not None:
+                print("last recorded state of the index file:")
+                print(format_status(st))
+        return 1
+    except PiwatchError as exc:
+        print(f"piwatch: piwatchd is running but not answering properly: {exc}", file=sys.stderr)
+        return 2
+    st["running"] = True
+    st["daemon"] = hello
+    service = st.get("service") or {}
+    unhealthy = bool(service.get("errors")) or service.get("phase") in ("failed", "stopped")
     if ns.json:
         print(json.dumps(st, indent=2, ensure_ascii=False))
     else:
+        up = service.get("uptimeSeconds")
+        print(f"piwatchd {hello.get('version')} running, pid {hello.get('pid')}, up {up} s, socket {service.get('socket')}")
         print(format_status(st))
-    problems = st["sources"]["problems"] or (st["service"] or {}).get("errors")
-    return 2 if problems else 0
+    return 2 if unhealthy else 0

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from ._common import CommandFailed, add_scope_args, call
+
 __all__ = ["add_parser", "run", "print_trace"]
 
 
@@ -15,7 +17,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
     p.add_argument("session", metavar="SESSION", help="session id")
     p.add_argument("entry", metavar="ENTRY", help="entry id")
-    p.add_argument("--db", metavar="PATH", help="read this index file directly")
+    add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -58,13 +60,11 @@ def print_trace(r: dict[str, Any], out) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from piwatchd.direct import OpError, trace_event
-
     try:
-        result = trace_event(ns.db, {"sessionId": ns.session, "entryId": ns.entry})
-    except OpError as exc:
+        result = call(ns, "trace", {"sessionId": ns.session, "entryId": ns.entry})
+    except CommandFailed as exc:
         print(f"piwatch: {exc}", file=sys.stderr)
-        return 2 if exc.code == "invalid" else 1
+        return exc.exit_code
     if ns.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

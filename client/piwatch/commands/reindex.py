@@ -1,0 +1,33 @@
+"""`piwatch reindex [SESSION]`: rebuild one session (or everything) from source."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("reindex", help="ask piwatchd to re-read a session (or all) from the source files")
+    p.add_argument("session", nargs="?", metavar="SESSION", help="session id (default: every session)")
+    p.add_argument("--socket", metavar="PATH", help="piwatchd socket")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from piwatch.client import Client, DaemonNotRunning, PiwatchError
+
+    try:
+        with Client(ns.socket) as client:
+            result = client.reindex(ns.session)
+    except DaemonNotRunning as exc:
+        print(f"piwatch: {exc}\n(or rebuild an index file without the daemon: piwatch index --once)", file=sys.stderr)
+        return 1
+    except PiwatchError as exc:
+        print(f"piwatch: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result) if ns.json else f"queued: {result.get('queued')}")
+    return 0
