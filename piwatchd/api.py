@@ -105,22 +105,23 @@ class Api:
             (session_id,),
         ).fetchone()
 
-    def _wait_for(self, session_ids: list[str], seconds: float) -> None:
-        """Bounded wait until the named sessions' files are fully ingested."""
+    def _wait_for(self, session_ids: list[str], seconds: float, paths: tuple[str, ...] = ()) -> None:
+        """Bounded wait until the named sessions' files (and `paths`, e.g. the
+        caller's own session file, which may not be indexed yet) are fully ingested."""
         deadline = time.monotonic() + min(max(seconds, 0.0), MAX_WAIT_SECONDS)
         conn = self._conn()
         while True:
+            files = {row[2] for sid in session_ids if (row := self._session_row(conn, sid)) is not None}
+            files.update(p for p in paths if p)
             pending = []
-            for sid in session_ids:
-                row = self._session_row(conn, sid)
-                if row is None:
-                    continue
+            for path in sorted(files):
+                row = conn.execute("SELECT consumed FROM sources WHERE path=?", (path,)).fetchone()
                 try:
-                    size = os.stat(row[2]).st_size
+                    size = os.stat(path).st_size
                 except OSError:
                     continue
-                if row[3] < size:
-                    pending.append(row[2])
+                if row is None or row[0] < size:
+                    pending.append(path)
             if not pending or time.monotonic() >= deadline:
                 return
             for path in pending:
@@ -174,8 +175,10 @@ class Api:
             request = request_from_args(args)
         except QueryError as exc:
             raise ProtocolError(ErrorCode.QUERY_ERROR, str(exc)) from None
-        if isinstance(args.get("waitSeconds"), (int, float)) and request.filters.session_ids:
-            self._wait_for(list(request.filters.session_ids), float(args["waitSeconds"]))
+        wait = args.get("waitSeconds")
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0:
+            own_file = (scope.current_file,) if scope.current_file and scope.current_session in request.filters.session_ids else ()
+            self._wait_for(list(request.filters.session_ids), float(wait), own_file)
         conn = self._conn()
         filters = request.filters
         targeted = scope.current_session in filters.session_ids if scope.current_session else False

@@ -43,6 +43,13 @@ def served(short_tmp):
     write_session(root, "b", "s-sub", str(proj / "sub"), "unicorn in a subfolder")
     write_session(root, "c", "s-other", str(short_tmp / "proj2"), "unicorn secret elsewhere")
     write_session(root, "d", "s-current", str(proj), "unicorn before", "unicorn call", "unicorn after")
+    (root / "e").mkdir()
+    (root / "e" / "s-echo.jsonl").write_bytes(jsonl(
+        v3_header("s-echo", str(proj)),
+        msg("q", None, "assistant", [{"type": "toolCall", "id": "t1", "name": "event_search", "arguments": {"query": "unicorn"}}]),
+        msg("r", "q", "toolResult", [{"type": "text", "text": "1 hit: unicorn deploy plan"}], toolCallId="t1",
+            toolName="event_search", isError=False, details={"piwatch": {"v": 1}}),
+    ))
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(root)])
     api = Api(db)
@@ -65,6 +72,15 @@ def test_search_is_authorized_by_workspace_root(served):
         assert sessions_of(c.search("unicorn")) == ["s-other"]
     with Client(server.path, caller={"all": True}) as c:
         assert len(sessions_of(c.search("unicorn"))) == 4
+
+
+def test_own_tool_calls_and_results_are_hidden_unless_asked(served):
+    server, proj, _ = served
+    with Client(server.path, caller={"cwd": str(proj)}) as c:
+        assert "s-echo" not in sessions_of(c.search("unicorn"))
+        asked = c.request("search", {"query": "unicorn", "includeOwnResults": True})
+        assert {(h["entryId"], h["evidence"]["kind"]) for h in asked["hits"] if h["sessionId"] == "s-echo"} == {
+            ("q", "tool.call"), ("r", "tool.result")}
 
 
 def test_current_session_cutoff(served):

@@ -33,6 +33,8 @@ MAX_LIMIT = 200
 MAX_OFFSET = 10_000
 MAX_QUERY_CHARS = 2_000
 MAX_TERMS = 32
+# piwatch's Pi tools; their calls and tagged results are hidden from the Pi tool by default.
+OWN_TOOLS = ("event_search", "event_read", "event_trace")
 
 
 class QueryError(ValueError):
@@ -235,6 +237,9 @@ def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str
         params.extend(clause_params)
     if f.exclude_own_results:
         where.append("(e.meta IS NULL OR json_extract(e.meta, '$.piwatch') IS NULL)")
+        # The calls of piwatch's own tools would echo earlier queries back as hits.
+        where.append(f"NOT (f.kind = 'tool.call' AND f.tool_name IN ({','.join('?' * len(OWN_TOOLS))}))")
+        params.extend(OWN_TOOLS)
     for session_id, cap in f.ordinal_caps:
         where.append("(e.session_id != ? OR e.ordinal < ?)")
         params.extend([session_id, cap])

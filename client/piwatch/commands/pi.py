@@ -62,8 +62,12 @@ def extension_source(explicit: str | None = None) -> Path:
     if explicit:
         src = Path(explicit).expanduser().absolute()
     else:
-        # client/piwatch/commands/pi.py -> client/pi-extension
-        src = Path(__file__).resolve().parent.parent.parent / "pi-extension"
+        # A source checkout or editable install: client/piwatch/commands/pi.py -> client/pi-extension;
+        # an installed wheel ships the same files as the piwatch.pi_extension package data.
+        here = Path(__file__).resolve().parent.parent
+        src = here.parent / "pi-extension"
+        if not (src / "package.json").is_file():
+            src = here / "pi_extension"
     if not (src / "package.json").is_file() or not (src / "index.ts").is_file():
         raise InstallError(f"no Pi extension source at {src} (expected package.json and index.ts); pass --source DIR")
     return src
