@@ -11,7 +11,6 @@ must agree with Pi.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import sys
 from pathlib import Path

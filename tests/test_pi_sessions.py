@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from pathlib import Path
 
 import pytest
 from conftest import FIXTURES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.model import Entry, FragmentKind
+from piwatchd.model import Entry
 from piwatchd.project import HEAD_CHARS, MAX_FRAGMENT_CHARS, TAIL_CHARS, bound_text, project_entry
 
 IMG = {"type": "image", "data": "U0VDUkVUSU1BR0U=", "mimeType": "image/png"}

@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 
-import pytest
 from conftest import jsonl, msg, v3_header
 
 from piwatchd.project import HEAD_CHARS, MAX_FRAGMENT_CHARS

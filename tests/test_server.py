@@ -7,13 +7,12 @@ import os
 import socket
 import struct
 import threading
-import time
 
 import msgpack
 import pytest
 from conftest import jsonl, msg, v3_header
 
-from piwatch.client import Client, NotFound, ProtocolMismatch, QueryError
+from piwatch.client import Client, NotFound, QueryError
 from piwatch.protocol import PROTOCOL_VERSION, encode_frame, recv_frame
 from piwatchd.api import Api
 from piwatchd.direct import index_once

@@ -4,11 +4,12 @@ daemon-or-index-file call with its fallback."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["add_scope_args", "caller_from", "call", "CommandFailed"]
+__all__ = ["add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
 
 
 class CommandFailed(Exception):
@@ -69,3 +70,23 @@ def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> Any:
         raise CommandFailed(exc.message, 2 if exc.code == "bad_request" else 1) from None
     except PiwatchError as exc:
         raise CommandFailed(str(exc), 1) from None
+
+
+def run_op(
+    ns: argparse.Namespace,
+    op: str,
+    args: dict[str, Any],
+    show: Callable[[Any, Any], None],
+    exit_code: Callable[[Any], int] = lambda result: 0,
+) -> int:
+    """Call `op`, then print its result as JSON (`--json`) or with `show`."""
+    try:
+        result = call(ns, op, args)
+    except CommandFailed as exc:
+        print(f"piwatch: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if ns.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        show(result, sys.stdout)
+    return exit_code(result)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
-from ._common import CommandFailed, add_scope_args, call
+from ._common import add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "read_args", "print_read"]
 
@@ -91,13 +89,5 @@ def print_read(r: dict[str, Any], out) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    try:
-        result = call(ns, "read", read_args(ns))
-    except CommandFailed as exc:
-        print(f"piwatch: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if ns.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print_read(result, sys.stdout)
-    return 0 if result["source"]["status"] == "verified" else 3
+    # Exit 3: the source changed since indexing, so the content could not be verified.
+    return run_op(ns, "read", read_args(ns), print_read, lambda r: 0 if r["source"]["status"] == "verified" else 3)

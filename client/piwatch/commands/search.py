@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from typing import Any
 
 from ..timeparse import parse_time
-from ._common import CommandFailed, add_scope_args, call
+from ._common import add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "search_args", "print_hits"]
 
@@ -102,13 +100,4 @@ def run(ns: argparse.Namespace) -> int:
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    try:
-        result = call(ns, "search", args)
-    except CommandFailed as exc:
-        print(f"piwatch: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if ns.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print_hits(result, sys.stdout)
-    return 0
+    return run_op(ns, "search", args, print_hits)

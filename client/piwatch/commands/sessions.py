@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from datetime import datetime, timezone
 
-from ._common import CommandFailed, add_scope_args, call
+from ._common import add_scope_args, run_op
 
 __all__ = ["add_parser", "run"]
 
@@ -28,19 +26,14 @@ def _when(ms: int | None) -> str:
 
 
 def run(ns: argparse.Namespace) -> int:
-    try:
-        result = call(ns, "sessions", {"limit": ns.limit, "offset": ns.offset})
-    except CommandFailed as exc:
-        print(f"piwatch: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if ns.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-        return 0
+    return run_op(ns, "sessions", {"limit": ns.limit, "offset": ns.offset}, lambda r, out: print_sessions(r, out, ns.offset))
+
+
+def print_sessions(result, out, offset: int = 0) -> None:
     for s in result["sessions"]:
         name = f"  {s['name']}" if s.get("name") else ""
-        print(f"{_when(s['lastMs'])}  {s['sessionId']}  {s['events']:>6} events  {s['cwd']}{name}")
+        print(f"{_when(s['lastMs'])}  {s['sessionId']}  {s['events']:>6} events  {s['cwd']}{name}", file=out)
     if not result["sessions"]:
-        print("no sessions visible from this workspace (try --all)")
+        print("no sessions visible from this workspace (try --all)", file=out)
     if result.get("hasMore"):
-        print(f"(more: --offset {ns.offset + len(result['sessions'])})")
-    return 0
+        print(f"(more: --offset {offset + len(result['sessions'])})", file=out)

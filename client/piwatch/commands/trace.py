@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from ._common import CommandFailed, add_scope_args, call
+from ._common import add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "print_trace"]
 
@@ -60,13 +59,4 @@ def print_trace(r: dict[str, Any], out) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    try:
-        result = call(ns, "trace", {"sessionId": ns.session, "entryId": ns.entry})
-    except CommandFailed as exc:
-        print(f"piwatch: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if ns.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print_trace(result, sys.stdout)
-    return 0
+    return run_op(ns, "trace", {"sessionId": ns.session, "entryId": ns.entry}, print_trace)
