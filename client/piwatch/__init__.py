@@ -1,8 +1,38 @@
-"""piwatch: the client side of piwatchd (CLI now; socket client with the daemon issue).
+"""piwatch: the client side of piwatchd.
 
-This package must never import `piwatchd` at import time.
+    from piwatch import Client
+    with Client(caller={"cwd": "/work/proj"}) as c:
+        c.search("flaky websocket")
+
+This package never imports `piwatchd` at import time; the CLI's direct-index
+fallback imports it lazily.
 """
 
-__all__ = ["__version__"]
-
 __version__ = "0.1.0"
+
+from .client import (  # noqa: E402  (after __version__, which client.py reads)
+    Client,
+    DaemonNotRunning,
+    NotFound,
+    PiwatchError,
+    ProtocolMismatch,
+    QueryError,
+    RequestFailed,
+    SocketTransport,
+    Transport,
+)
+from .protocol import PROTOCOL_VERSION  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "Client",
+    "Transport",
+    "SocketTransport",
+    "PiwatchError",
+    "DaemonNotRunning",
+    "ProtocolMismatch",
+    "RequestFailed",
+    "NotFound",
+    "QueryError",
+    "PROTOCOL_VERSION",
+]
