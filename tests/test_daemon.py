@@ -69,8 +69,9 @@ class World:
         proc = subprocess.Popen([str(BIN / "piwatchd"), "--sessions", str(self.root), "--settle", "0.02",
                                  "--max-latency", "0.2"], env=self.env, stderr=subprocess.PIPE, text=True)
         if wait:
-            wait_for(lambda: self.client().status()["service"]["phase"] == "idle")
-        self.proc = proc
+            self.proc = proc  # the primary instance; a refused second one is not tracked here
+            wait_for(lambda: self.client().status()["service"]["pid"] == proc.pid
+                     and self.client().status()["service"]["phase"] == "idle")
         return proc
 
     def client(self, caller=None) -> Client:
@@ -170,14 +171,17 @@ def test_cli_talks_to_the_daemon_and_falls_back(world):
 
 
 def test_second_instance_is_refused_and_stale_socket_recovered(world):
+    first = world.proc
     second = world.start(wait=False)
     _, err = second.communicate(timeout=30)
     assert second.returncode == 1 and "already running" in err
+    assert first.poll() is None
     # A hard kill leaves a stale socket file; the next instance replaces it.
-    world.proc.kill()
-    world.proc.wait(10)
+    first.kill()
+    first.wait(10)
     assert world.sock.exists()
-    world.start()
+    third = world.start()
+    assert third.pid != first.pid
     with world.client({"cwd": str(world.proj)}) as c:
         assert sids(c.search("kraken"))
 
