@@ -9,6 +9,7 @@ clear `QueryError`, never an SQLite error.
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -20,6 +21,9 @@ __all__ = [
     "parse_query",
     "fts_expression",
     "build_search_sql",
+    "build_top_fragments_sql",
+    "build_candidates_sql",
+    "filter_clauses",
     "roots_clause",
     "files_clause",
     "FILE_MODES",
@@ -191,19 +195,10 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list]:
     return sql, params
 
 
-def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list]:
-    """SQL returning one row per matching event (its best fragment), ranked.
-
-    `lookahead` extra rows tell the caller whether another page exists.
-    """
-    if not 1 <= request.limit <= MAX_LIMIT:
-        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}")
-    if not 0 <= request.offset <= MAX_OFFSET:
-        raise QueryError(f"offset must be between 0 and {MAX_OFFSET}")
-    expression = fts_expression(parse_query(request.query))
-    f = request.filters
-    where = ["fragments_fts MATCH ?"]
-    params: list = [expression]
+def filter_clauses(f: SearchFilters) -> tuple[list[str], list]:
+    """WHERE conditions over aliases `f` (fragments), `e` (events), `s` (sessions)."""
+    where: list[str] = []
+    params: list = []
     _in("e.session_id", f.session_ids, where, params)
     if f.exclude_sessions:
         where.append(f"e.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
@@ -249,22 +244,62 @@ def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str
         clause, clause_params = files_clause(f.files, f.file_mode)
         where.append(clause)
         params.extend(clause_params)
+    return where, params
+
+
+def _check_page(request: SearchRequest) -> str:
+    if not 1 <= request.limit <= MAX_LIMIT:
+        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}")
+    if not 0 <= request.offset <= MAX_OFFSET:
+        raise QueryError(f"offset must be between 0 and {MAX_OFFSET}")
+    return fts_expression(parse_query(request.query))
+
+
+_HIT_COLUMNS = """f.fragment_id, f.kind, f.tool_name, f.event_rowid,
+           e.session_id, e.entry_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error,
+           e.context_role, e.branch_state, e.selection_state, s.cwd, s.name AS session_name"""
+_JOINS = """JOIN events e ON e.event_rowid = f.event_rowid
+    JOIN sessions s ON s.session_id = e.session_id"""
+
+
+def build_top_fragments_sql(expression: str, k: int) -> tuple[str, list]:
+    """Phase 1 of a search: the k best-ranked fragments, from the FTS index alone."""
+    return "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank, rowid LIMIT ?", [expression, k]
+
+
+def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str, list]:
+    """Phase 2: the filtered event rows of the phase-1 fragments."""
+    where, params = filter_clauses(filters)
+    sql = f"""SELECT f.frag_rowid, {_HIT_COLUMNS}
+    FROM fragments f
+    {_JOINS}
+    WHERE f.frag_rowid IN (SELECT value FROM json_each(?)){''.join(' AND ' + w for w in where)}"""
+
+    return sql, [json.dumps(rowids)] + params
+
+
+def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list]:
+    """One query ranking every match: one row per matching event (its best
+    fragment). Exact for any filters; the fallback of the two-phase search.
+
+    `lookahead` extra rows tell the caller whether another page exists.
+    """
+    expression = _check_page(request)
+    where, filter_params = filter_clauses(request.filters)
+    params: list = [expression] + filter_params
     sql = f"""
 WITH matches AS (
     SELECT fragments_fts.rowid AS frag_rowid, fragments_fts.rank AS score
     FROM fragments_fts WHERE fragments_fts MATCH ?
 ),
 hits AS (
-    SELECT m.frag_rowid, m.score, f.fragment_id, f.kind, f.tool_name, f.event_rowid,
-           e.session_id, e.entry_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error,
-           e.context_role, e.branch_state, e.selection_state, s.cwd, s.name AS session_name,
+    SELECT m.frag_rowid, m.score, {_HIT_COLUMNS},
            row_number() OVER (PARTITION BY f.event_rowid ORDER BY m.score, f.fragment_id) AS rn,
            count(*) OVER (PARTITION BY f.event_rowid) AS matched
     FROM matches m
     JOIN fragments f ON f.frag_rowid = m.frag_rowid
-    JOIN events e ON e.event_rowid = f.event_rowid
-    JOIN sessions s ON s.session_id = e.session_id
-    WHERE {' AND '.join(where[1:]) or '1'}
+    {_JOINS}
+    WHERE {' AND '.join(where) or '1'}
 )
 SELECT frag_rowid, score, fragment_id, kind, tool_name, session_id, entry_id, type, role, ts_ms,
        is_error, context_role, branch_state, selection_state, cwd, session_name, matched

@@ -9,7 +9,15 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from .query import SearchRequest, build_search_sql, fts_expression, parse_query
+from .query import (
+    SearchRequest,
+    build_candidates_sql,
+    build_search_sql,
+    build_top_fragments_sql,
+    filter_clauses,
+    fts_expression,
+    parse_query,
+)
 
 __all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
 
@@ -84,12 +92,81 @@ def _iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# Phase-1 sizes: fragments ranked from the FTS index alone before joining.
+PHASE1_START = 64
+PHASE1_MAX = 4096
+
+
+def _sort_key(c: tuple) -> tuple:
+    score, _, row = c
+    ts = row[10]
+    # The full query's ORDER BY score, ts_ms DESC (NULLs last), session_id, ordinal.
+    return (score, ts is None, -(ts or 0), row[5], row[7])
+
+
+def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list | None:
+    """The first `need` events in exact rank order, from the top-ranked
+    fragments only; None when the filters are too selective for that to pay
+    (the caller then ranks every match in one query)."""
+    k = max(PHASE1_START, need * 4)
+    while True:
+        top = conn.execute(*build_top_fragments_sql(expression, k)).fetchall()
+        score = {rowid: rank for rowid, rank in top}
+        best: dict[int, tuple] = {}
+        if top:
+            for row in conn.execute(*build_candidates_sql(request.filters, list(score))):
+                cand = (score[row[0]], row[1], row)
+                current = best.get(row[4])
+                if current is None or cand[:2] < current[:2]:
+                    best[row[4]] = cand
+        events = sorted(best.values(), key=_sort_key)
+        if len(top) < k:
+            return events[:need]  # every match was ranked: exact
+        # Every event scoring strictly better than the k-th fragment is
+        # complete and correctly placed; the need-th one must be among them.
+        if len(events) >= need and events[need - 1][0] < top[-1][1]:
+            return events[:need]
+        if k >= PHASE1_MAX:
+            return None
+        k *= 4
+
+
+def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression: str, event_rowids: list[int]) -> dict[int, int]:
+    where, params = filter_clauses(request.filters)
+    sql = (
+        "SELECT f.event_rowid, count(*) FROM fragments f JOIN events e ON e.event_rowid = f.event_rowid"
+        " JOIN sessions s ON s.session_id = e.session_id"
+        f" WHERE f.event_rowid IN ({','.join('?' * len(event_rowids))})"
+        " AND f.frag_rowid IN (SELECT rowid FROM fragments_fts WHERE fragments_fts MATCH ?)"
+        + "".join(" AND " + w for w in where)
+        + " GROUP BY f.event_rowid"
+    )
+    return dict(conn.execute(sql, [*event_rowids, expression, *params]).fetchall())
+
+
 def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> dict[str, Any]:
-    """Return `{"hits": [...], "query": ..., "limit", "offset", "has_more"}`."""
+    """Return `{"hits": [...], "query": ..., "limit", "offset", "hasMore"}`.
+
+    Ranking every fragment that matches a common word costs time in
+    proportion to the matches; the two-phase plan ranks from the FTS index
+    alone and joins only the best, falling back to the one-query plan when
+    filters discard too many of them. Both give the same order.
+    """
     sql, params = build_search_sql(request, lookahead=1)
     expression = params[0]
+    need = request.offset + request.limit + 1
     with time_limit(conn, timeout):
-        rows = conn.execute(sql, params).fetchall()
+        ranked = _two_phase(conn, request, expression, need)
+        if ranked is None:
+            rows = conn.execute(sql, params).fetchall()
+        else:
+            page = ranked[request.offset :]
+            counts = _matched_counts(conn, request, expression, [c[2][4] for c in page]) if page else {}
+            rows = [
+                (r[0], score, r[1], r[2], r[3], r[5], r[6], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
+                 counts.get(r[4], 1))
+                for score, _, r in page
+            ]
         has_more = len(rows) > request.limit
         rows = rows[: request.limit]
         snippets: dict[int, str] = {}

@@ -1,0 +1,70 @@
+"""The two-phase search plan returns exactly what ranking every match does."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+import pytest
+from conftest import jsonl, msg, v3_header
+
+import piwatchd.index.search as search_mod
+from piwatchd.direct import index_once
+from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
+from piwatchd.index.schema import open_reader
+
+WORDS = "alpha beta gamma delta error function return value kraken".split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rnd = random.Random(7)
+    root = tmp_path_factory.mktemp("plans") / "sessions"
+    for s in range(12):
+        d = root / f"--p{s % 3}--"
+        d.mkdir(parents=True, exist_ok=True)
+        entries, parent = [], None
+        for i in range(40):
+            text = " ".join(rnd.choice(WORDS[: 3 + (i % 6)]) for _ in range(rnd.randint(1, 12)))
+            role = rnd.choice(["user", "assistant", "toolResult"])
+            content = text if role == "user" else [{"type": "text", "text": text}]
+            extra = {"toolCallId": f"c{i}", "toolName": rnd.choice(["bash", "read"]), "isError": rnd.random() < 0.2} if role == "toolResult" else {}
+            entries.append(msg(f"e{i}", parent, role, content, ts=f"2026-01-0{1 + i % 9}T00:00:00Z", **extra))
+            parent = f"e{i}"
+        (d / f"s{s}.jsonl").write_bytes(jsonl(v3_header(f"s{s:02d}", f"/w/p{s % 3}"), *entries))
+    db = root.parent / "db.sqlite3"
+    index_once(db, [str(root)])
+    conn = open_reader(db)
+    yield conn
+    conn.close()
+
+
+def full_plan(conn, request):
+    sql, params = build_search_sql(request, lookahead=1)
+    return [(r[5], r[6], r[2], round(-r[1], 6), r[16]) for r in conn.execute(sql, params).fetchall()]
+
+
+def two_phase(conn, request):
+    out = search_mod.search(conn, SearchRequest(request.query, request.filters, request.limit, request.offset))
+    return [(h["sessionId"], h["entryId"], h["evidence"]["fragmentId"], h["score"], h["matchedFragments"]) for h in out["hits"]]
+
+
+FILTERS = [
+    SearchFilters(),
+    SearchFilters(kinds=("tool.result",)),
+    SearchFilters(authorized_roots=("/w/p1",)),
+    SearchFilters(session_ids=("s05",)),
+    SearchFilters(is_error=True, tools=("bash",)),
+]
+
+
+@pytest.mark.parametrize("start", [1, 4, 64])
+@pytest.mark.parametrize("query", ["alpha", "error", "kraken value", '"alpha beta"', "gamma"])
+@pytest.mark.parametrize("filters", FILTERS, ids=range(len(FILTERS)))
+def test_two_phase_equals_ranking_everything(corpus, monkeypatch, start, query, filters):
+    monkeypatch.setattr(search_mod, "PHASE1_START", start)
+    monkeypatch.setattr(search_mod, "PHASE1_MAX", 16 if start == 1 else 4096)
+    for limit, offset in [(5, 0), (20, 3), (200, 0)]:
+        request = SearchRequest(query, filters, limit, offset)
+        expected = full_plan(corpus, request)[:limit]
+        assert two_phase(corpus, request) == expected, (query, filters, limit, offset)
