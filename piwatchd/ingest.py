@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from .index.tree_store import TreeBatch
 from .index.writer import IndexWriter, SourceRecord
 from .model import Diagnostic
+from .prefetch import prefetch
 from .project import project_entry
 from .source.lines import split_complete_lines
 from .source.parser import ParserState, UnsupportedSource, parse_lines
@@ -57,6 +58,21 @@ def _hash(data: bytes) -> str | None:
     import hashlib
 
     return hashlib.blake2b(data, digest_size=16).hexdigest() if data else None
+
+
+# Small enough that a typical session file spans several chunks, so parsing
+# the next chunk overlaps with SQLite writing this one.
+PIPELINE_CHUNK = 512 * 1024
+
+
+def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState) -> Iterator[tuple]:
+    """Pure per chunk: complete lines -> entries -> events, threading the parser state."""
+    for offset, data in chunks:
+        lines, end = split_complete_lines(data, offset)
+        result = parse_lines(state, lines)
+        state = result.state
+        events = [project_entry(state.header.session_id, e) for e in result.entries] if result.entries else []
+        yield offset, data, end, result, events
 
 
 class Ingestor:
@@ -185,10 +201,8 @@ class Ingestor:
         window = _Window()
         consumed = 0
         tree = TreeBatch(w.conn, full=True)
-        for offset, data in read_chunks(fd, 0, obs.size):
-            lines, end = split_complete_lines(data, offset)
+        for offset, data, end, result, events in prefetch(parsed_chunks(read_chunks(fd, 0, obs.size, PIPELINE_CHUNK), state)):
             header_before = state.header
-            result = parse_lines(state, lines)
             state = result.state
             if header_before is None and state.header is not None:
                 self._claim_session(source_id, path, state.header.session_id)
@@ -197,7 +211,6 @@ class Ingestor:
             consumed = end
             outcome.diagnostics.extend(result.diagnostics)
             if result.entries:
-                events = [project_entry(state.header.session_id, e) for e in result.entries]
                 outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
                 tree.add(state.header, result.entries)
                 outcome.events += len(events)
