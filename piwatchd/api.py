@@ -215,7 +215,11 @@ class Api:
             raise ProtocolError(code, str(exc)) from None
         return _filter_visible(result, lambda sid, eid: self._is_visible(conn, scope, sid, eid))
 
-    def _is_visible(self, conn, scope: CallerScope, session_id: str, entry_id: str) -> bool:
+    def _is_visible(self, conn, scope: CallerScope, session_id: str, entry_id: str | None) -> bool:
+        if entry_id is None:
+            row = conn.execute("SELECT cwd_real FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            return row is not None and scope.allows_cwd(row[0]) and (
+                session_id != scope.current_session or bool(scope.cutoff_entry))
         try:
             self._visible_event(conn, scope, session_id, entry_id)
             return True
@@ -353,11 +357,14 @@ def _filter_visible(result: Any, visible: Callable[[str, str], bool], session_id
     return _redact(result, visible, session_id, top=True)
 
 
-def _redact(value: Any, visible: Callable[[str, str], bool], sid: str | None, top: bool = False) -> Any:
+def _redact(value: Any, visible: Callable[[str, str | None], bool], sid: str | None, top: bool = False) -> Any:
     if isinstance(value, dict):
         own_sid = value.get("sessionId") if isinstance(value.get("sessionId"), str) else sid
         if not top and isinstance(value.get("entryId"), str) and own_sid and not visible(own_sid, value["entryId"]):
             return _HIDDEN
+        if not top and isinstance(value.get("sessionId"), str) and value.get("entryId") is None:
+            if not visible(value["sessionId"], None):  # a whole session, e.g. a fork's parent
+                return _HIDDEN
         target = value.get("target")
         if isinstance(target, dict) and isinstance(target.get("entryId"), str):
             tsid = target.get("sessionId") if isinstance(target.get("sessionId"), str) else sid

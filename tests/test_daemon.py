@@ -95,6 +95,14 @@ def world(short_tmp):
     write(w.root, "c", "s-prefix", str(w.base / "proj2"), "kraken sibling secret")
     write(w.root, "d", "s-link", str(w.base / "link" / "sub"), "kraken through symlink")
     write(w.root, "e", "s-now", str(w.proj), "kraken early", "kraken invoking call", "kraken later result")
+    # A fork into this project of the other project's session: it copies the parent's first entry.
+    other = (w.root / "c" / "s-prefix.jsonl").read_text().splitlines()
+    (w.root / "f").mkdir()
+    (w.root / "f" / "s-fork.jsonl").write_text("\n".join([
+        json.dumps(v3_header("s-fork", str(w.proj), parentSession=str(w.root / "c" / "s-prefix.jsonl"))),
+        other[1],
+        json.dumps(msg("s-fork-e1", "s-prefix-e0", "assistant", [{"type": "text", "text": "kraken forked reply"}])),
+    ]) + "\n")
     w.start()
     yield w
     w.stop()
@@ -108,7 +116,7 @@ def test_authorized_search_read_trace_sessions(world):
     with world.client({"cwd": str(world.proj / "pkg")}) as c:
         assert c.hello()["proto"] == 1
         # nested root and symlinked cwd are inside; the prefix sibling /proj2 is not
-        assert sids(c.search("kraken")) == ["s-link", "s-nested", "s-now", "s-proj"]
+        assert sids(c.search("kraken")) == ["s-fork", "s-link", "s-nested", "s-now", "s-proj"]
         hit = c.search('"release notes"')["hits"][0]
         read = c.read(hit["sessionId"], hit["entryId"])
         assert read["source"]["status"] == "verified"
@@ -122,6 +130,15 @@ def test_authorized_search_read_trace_sessions(world):
             c.trace("s-prefix", "s-prefix-e0")
     with world.client({"cwd": str(world.base / "proj2")}) as c:
         assert sids(c.search("kraken")) == ["s-prefix"]
+
+
+def test_fork_lineage_never_reveals_an_unauthorized_parent(world):
+    with world.client({"cwd": str(world.proj)}) as c:
+        trace = c.trace("s-fork", "s-prefix-e0")
+        assert "s-prefix" not in json.dumps(trace).replace("s-prefix-e0", "")
+    with world.client({"all": True}) as c:
+        kinds = {e["kind"] for e in c.trace("s-fork", "s-prefix-e0")["relationships"]}
+        assert {"fork-anchor", "session-parent"} <= kinds
 
 
 def test_invocation_cutoff_over_the_socket(world):

@@ -89,6 +89,28 @@ def test_forks_keep_lineage(scenario_index):
         assert recorded and recorded == f["parentSession"]
 
 
+def test_fork_anchor_is_the_end_of_the_shared_prefix(scenario_index):
+    from piwatchd.direct import trace_event
+
+    manifest, db, _ = scenario_index
+    by_id = {f["sessionId"]: f for f in manifest["files"]}
+    fork = next(f for f in manifest["files"] if f["scenario"] == "fork-from")
+    parent = next(f for f in manifest["files"] if f["path"] == fork["parentSession"])
+    shared = []
+    for eid in fork["entryIds"]:
+        if eid not in parent["entryIds"]:
+            break
+        shared.append(eid)
+    assert shared
+    edges = trace_event(db, {"sessionId": fork["sessionId"], "entryId": fork["entryIds"][0]})["relationships"]
+    anchors = [e["target"] for e in edges if e["kind"] == "fork-anchor"]
+    assert anchors == [{"sessionId": parent["sessionId"], "entryId": shared[-1], "indexed": True}]
+    back = trace_event(db, {"sessionId": parent["sessionId"], "entryId": shared[-1]})["relationships"]
+    assert {"sessionId": fork["sessionId"], "entryId": shared[-1], "indexed": True} in [
+        e["target"] for e in back if e["kind"] == "fork-child"]
+    assert by_id
+
+
 @pytest.mark.parametrize("pi", pitools.PI_VERSIONS)
 def test_v1_file_then_pi_migration(tmp_path, pi):
     """Index a v1 file (positional ids), let the real Pi migrate it in place,

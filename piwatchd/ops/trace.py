@@ -87,13 +87,57 @@ def _session_edges(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[st
             parent = conn.execute("SELECT session_id FROM sessions WHERE session_id=?", (ref,)).fetchone()
         out.append({"kind": "session-parent", "direction": "out", "provenance": "recorded",
                     "target": {"ref": ref, "sessionId": parent[0] if parent else None, "indexed": parent is not None}})
-        if parent is not None and conn.execute(
-            "SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (parent[0], eid)
-        ).fetchone():
-            # Pi's forks copy entries with their ids: the same id in the parent is this entry's origin.
+        if parent is None:
+            continue
+        # Pi's forks copy a prefix of entries with their ids; the fork point is
+        # the last entry of the leading run the two sessions share.
+        shared, anchor = _shared_prefix(conn, sid, parent[0])
+        if anchor is not None:
+            out.append({"kind": "fork-anchor", "direction": "out", "provenance": "derived",
+                        "target": {"sessionId": parent[0], "entryId": anchor, "indexed": True},
+                        "detail": {"sharedEntries": len(shared)}})
+        if eid in shared:
             out.append({"kind": "session-parent", "direction": "out", "provenance": "derived",
                         "target": {"sessionId": parent[0], "entryId": eid, "indexed": True},
                         "detail": {"copiedFrom": True}})
+    out.extend(_fork_children(conn, sid, eid))
+    return out
+
+
+def _shared_prefix(conn: sqlite3.Connection, child: str, parent: str) -> tuple[set[str], str | None]:
+    """Ids of the child's leading entries that the parent also has, and the last of them."""
+    shared: set[str] = set()
+    anchor = None
+    for entry_id, in_parent in conn.execute(
+        "SELECT c.entry_id, p.entry_id IS NOT NULL FROM events c"
+        " LEFT JOIN events p ON p.session_id = ? AND p.entry_id = c.entry_id"
+        " WHERE c.session_id = ? ORDER BY c.ordinal",
+        (parent, child),
+    ):
+        if not in_parent:
+            break
+        shared.add(entry_id)
+        anchor = entry_id
+    return shared, anchor
+
+
+def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[str, Any]]:
+    """Sessions forked from this one at this entry (derived, the reverse of fork-anchor)."""
+    row = conn.execute(
+        "SELECT src.path FROM sessions s JOIN sources src ON src.source_id = s.source_id WHERE s.session_id=?", (sid,)
+    ).fetchone()
+    refs = [r for r in (sid, row[0] if row else None) if r]
+    out = []
+    for (child,) in conn.execute(
+        f"SELECT session_id FROM sessions WHERE parent_session IN ({','.join('?' * len(refs))}) AND session_id != ?"
+        " ORDER BY session_id LIMIT 50",
+        (*refs, sid),
+    ):
+        shared, anchor = _shared_prefix(conn, child, sid)
+        if anchor == eid:
+            out.append({"kind": "fork-child", "direction": "in", "provenance": "derived",
+                        "target": {"sessionId": child, "entryId": anchor, "indexed": True},
+                        "detail": {"sharedEntries": len(shared)}})
     return out
 
 
