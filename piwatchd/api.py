@@ -149,7 +149,7 @@ class Api:
             caps.append((sid, ordinal))
         return tuple(caps)
 
-    def _visible_event(self, conn, scope: CallerScope, session_id: Any, entry_id: Any) -> None:
+    def _visible_event(self, conn, scope: CallerScope, session_id: Any, entry_id: Any, caps=None) -> None:
         """Raise the uniform not-found error unless the caller may see this event."""
         if not isinstance(session_id, str) or not isinstance(entry_id, str):
             raise ProtocolError(ErrorCode.BAD_REQUEST, "sessionId and entryId must be strings")
@@ -161,7 +161,7 @@ class Api:
         if row is None or not scope.allows_cwd(row[0]):
             raise _not_found()
         if scope.roots is not None or scope.current_session:
-            for sid, cap in self._cutoff_caps(conn, scope):
+            for sid, cap in self._cutoff_caps(conn, scope) if caps is None else caps:
                 if sid == session_id and row[1] >= cap:
                     raise _not_found()
             if session_id == scope.current_session and not scope.cutoff_entry:
@@ -213,15 +213,16 @@ class Api:
         except OpError as exc:
             code = ErrorCode.NOT_FOUND if exc.code == "not-found" else ErrorCode.BAD_REQUEST
             raise ProtocolError(code, str(exc)) from None
-        return _filter_visible(result, lambda sid, eid: self._is_visible(conn, scope, sid, eid))
+        caps = self._cutoff_caps(conn, scope)  # once per request, not once per node
+        return _filter_visible(result, lambda sid, eid: self._is_visible(conn, scope, sid, eid, caps))
 
-    def _is_visible(self, conn, scope: CallerScope, session_id: str, entry_id: str | None) -> bool:
+    def _is_visible(self, conn, scope: CallerScope, session_id: str, entry_id: str | None, caps=None) -> bool:
         if entry_id is None:
             row = conn.execute("SELECT cwd_real FROM sessions WHERE session_id=?", (session_id,)).fetchone()
             return row is not None and scope.allows_cwd(row[0]) and (
                 session_id != scope.current_session or bool(scope.cutoff_entry))
         try:
-            self._visible_event(conn, scope, session_id, entry_id)
+            self._visible_event(conn, scope, session_id, entry_id, caps)
             return True
         except ProtocolError:
             return False
