@@ -277,6 +277,26 @@ def test_unreadable_file_keeps_its_index(live):
 
 
 @pytest.mark.timeout(60)
+def test_io_error_keeps_its_index_even_for_root(live):
+    """An error other than ENOENT (here ELOOP, which root cannot bypass as it
+    does chmod 000) marks the source unreadable and removes nothing."""
+    live.path.write_bytes(BASE)
+    d = live.daemon()
+    poll(lambda: entry_ids(live.db) == ["a", "b"])
+    saved = live.path.read_bytes()
+    live.path.unlink()
+    os.symlink(live.path.name, live.path)  # a link to itself: open() fails with ELOOP
+    poll(lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("unreadable",)],
+         message="unreadable state")
+    assert entry_ids(live.db) == ["a", "b"]  # nothing removed
+    live.path.unlink()
+    live.path.write_bytes(saved + line("c", "b", "back again"))
+    poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="readable again")
+    assert q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("ok",)]
+    assert d.stop() == 0
+
+
+@pytest.mark.timeout(60)
 def test_root_removed_and_restored_removes_nothing(live):
     live.path.write_bytes(BASE)
     d = live.daemon()
