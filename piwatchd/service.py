@@ -37,6 +37,9 @@ __all__ = ["ServiceConfig", "Service", "STATE_KEY"]
 log = logging.getLogger("piwatchd.service")
 
 STATE_KEY = "service"
+# Idle FTS merging starts after this much new data, in steps of this many pages.
+MERGE_AFTER_BYTES = 16 * 1024 * 1024
+MERGE_STEP_PAGES = 256
 _MAX_FILE_ERRORS = 50
 
 
@@ -113,6 +116,7 @@ class Service:
         self._rebuild_lock = threading.Lock()
         self._rebuild_requests: list[str | None] = []
         self.last_loop = clock()  # the watchdog ping is tied to this moving
+        self._merged_at_bytes = 0
 
     # -- lifecycle (any thread) ------------------------------------------------
 
@@ -202,6 +206,8 @@ class Service:
                     self.progress.phase = "idle"
                     self._write_state(force=True)
                 self._write_state()
+                if self.dirty.pending() == 0 and self._merge_step():
+                    continue  # more FTS merging to do; new hints are checked first
                 wait_until = next_scan
                 if next_due is not None:
                     wait_until = min(wait_until, next_due)
@@ -220,6 +226,26 @@ class Service:
             except Exception:
                 pass
             conn.close()
+
+    # -- FTS segment merging -------------------------------------------------------
+
+    def _merge_step(self) -> bool:
+        """One bounded step of FTS5 segment merging while otherwise idle.
+
+        Ingest runs with a lazy automerge (fewer, larger merges: a faster cold
+        index); once the backlog is gone, idle time merges the segments so
+        queries touch few of them. Returns True while there is more to merge.
+        """
+        if self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
+            return False
+        conn = self.writer.conn
+        before = conn.total_changes
+        with self.writer.transaction():
+            conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('merge', ?)", (MERGE_STEP_PAGES,))
+        if conn.total_changes - before < 2:  # FTS5's own "nothing left to merge" signal
+            self._merged_at_bytes = self.progress.bytes_ingested
+            return False
+        return True
 
     # -- batches -----------------------------------------------------------------
 
