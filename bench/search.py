@@ -1,0 +1,745 @@
+"""Query benchmark: `python -m bench.search --bytes 1G` (from the repo root).
+
+Reuses bench/ingest.py's corpus (written by the real Pi SessionManager, cached
+under bench/cache/), indexes it with a real `piwatchd` (the index lives in the
+cache directory and is reused while the corpus files are unchanged), then
+measures over the daemon's Unix socket with persistent `piwatch.Client`s:
+
+- search latency p50/p99 per query class: rare terms (manifest needles),
+  common words, 2-3 word phrases taken from the corpus text, filtered queries
+  (kind / tool / session filters), and the Pi-tool shape (caller with a cwd,
+  so authorization applies, and caller `{"all": true}`);
+- read and trace latency on hits returned by those searches;
+- daemon RSS idle / peak under load, CPU% over ~10 s of idleness;
+- `rg` over the same files with the same queries, in the same run;
+- 32 client threads searching for ~10 s: throughput and p99;
+- where the time goes: the daemon's handler in-process (no socket), each SQL
+  statement of a search timed by stage, the building blocks of ranking a
+  common word (posting list, bm25, joins, one-query plan) with SQLite's heap
+  high-water, matching-fragment counts and EXPLAIN QUERY PLAN.
+
+The index is rebuilt when the corpus files or the schema version change
+(bench/cache/corpus-*/search-index.fingerprint); delete that file to force it.
+
+Writes bench/out/search-<bytes>.json and .md and prints the markdown.
+`--per-class N` sets the queries per class (default 200); `--index-only`
+stops after indexing. Needs `rg` on PATH and Linux (/proc, psutil).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from bench.ingest import BIN, OUT, REPO, corpus, parse_bytes, pct
+from piwatch.client import Client, PiwatchError
+
+ALL = {"all": True}
+COMMON_WORDS = ["error", "function", "return", "file", "test", "const", "import", "the", "self", "value"]
+GOALS = {"search": (5.0, 50.0), "read": (None, 10.0), "trace": (None, 10.0)}
+
+
+# -- corpus and daemon ----------------------------------------------------------
+
+
+def fingerprint(sessions: Path) -> str:
+    """Identity of the corpus files and index schema: any change means the cached index is stale."""
+    from piwatchd.index.schema import SCHEMA_VERSION
+
+    h = hashlib.sha256(f"schema {SCHEMA_VERSION}\n".encode())
+    for p in sorted(sessions.rglob("*.jsonl")):
+        st = p.stat()
+        h.update(f"{p.relative_to(sessions)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+class Daemon:
+    """A piwatchd subprocess on a private socket; `start()` waits for phase idle."""
+
+    def __init__(self, sessions: Path, db: Path):
+        self.sock = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsb-")) / "d.sock"
+        self.args = [str(BIN / "piwatchd"), "--sessions", str(sessions), "--db", str(db), "--socket", str(self.sock),
+                     "--scan-interval", "3600", "--log-level", "warning"]
+        self.log = db.parent / "search-daemon.log"
+
+    def start(self, timeout: float = 3600) -> dict:
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.args, stderr=open(self.log, "ab"))
+        self.ps = psutil.Process(self.proc.pid)
+        client = None
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"piwatchd exited with {self.proc.returncode}; see {self.log}")
+            try:
+                client = client or Client(self.sock, caller=ALL)
+                svc = client.status().get("service") or {}
+                if svc.get("phase") == "idle" and svc.get("startup_seconds") is not None:
+                    client.close()
+                    return {"startupSeconds": svc["startup_seconds"], "wallSeconds": round(time.monotonic() - t0, 1)}
+            except PiwatchError:
+                client = None
+            time.sleep(0.5)
+        raise TimeoutError("piwatchd did not become idle")
+
+    def rss_mb(self) -> float:
+        return round(self.ps.memory_info().rss / 1e6, 1)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        shutil.rmtree(self.sock.parent, ignore_errors=True)
+
+
+def indexed_daemon(cdir: Path) -> tuple[Daemon, dict]:
+    """Start piwatchd on the cached index, building it first when the corpus changed."""
+    sessions, db = cdir / "sessions", cdir / "search-index.sqlite3"
+    stamp = cdir / "search-index.fingerprint"
+    fp = fingerprint(sessions)
+    info: dict = {"db": str(db), "reused": stamp.exists() and stamp.read_text() == fp and db.exists()}
+    if not info["reused"]:
+        for p in cdir.glob("search-index.sqlite3*"):
+            p.unlink()
+        stamp.unlink(missing_ok=True)
+        d = Daemon(sessions, db)
+        info["cold"] = d.start()
+        info["rssAfterColdIndexMB"] = d.rss_mb()
+        d.stop()
+        stamp.write_text(fp)
+        print(f"indexed: {info}", file=sys.stderr)
+    d = Daemon(sessions, db)
+    info["restart"] = d.start()
+    info["indexBytes"] = sum(p.stat().st_size for p in cdir.glob("search-index.sqlite3*"))
+    return d, info
+
+
+
+# -- query sets -------------------------------------------------------------------
+
+
+def q(cls: str, text: str, rg_paths: list[str], *, filters: dict | None = None, caller: dict = ALL,
+      rg_pattern: str | None = None) -> dict:
+    """One benchmark query: what piwatch is asked and what rg greps for, where."""
+    return {"class": cls, "query": text, "filters": filters, "caller": caller,
+            "rgPattern": rg_pattern or text, "rgPaths": rg_paths}
+
+
+_PHRASE = re.compile(r"\b([A-Za-z]{3,}) ([A-Za-z]{3,})(?: ([A-Za-z]{3,}))?\b")
+
+
+def corpus_phrases(files: list[dict], n: int, rng: random.Random) -> list[str]:
+    """2-3 word phrases copied from user/assistant text in random session files."""
+    phrases: list[str] = []
+    while len(phrases) < n:
+        f = rng.choice(files)
+        lines = Path(f["path"]).read_bytes().splitlines()
+        for line in rng.sample(lines, min(40, len(lines))):
+            msg = json.loads(line).get("message") or {}
+            blocks = msg.get("content") if msg.get("role") in ("user", "assistant") else None
+            texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"] if isinstance(blocks, list) else []
+            found = [m for t in texts for m in _PHRASE.finditer(t)]
+            if found:
+                m = rng.choice(found)
+                words = [w for w in m.groups() if w][: rng.choice((2, 3))]
+                phrases.append(" ".join(words))
+                break
+    return phrases
+
+
+def project_dirs(files: list[dict], cwd: str) -> list[str]:
+    return sorted({str(Path(f["path"]).parent) for f in files if f["cwd"] == cwd})
+
+
+def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[str, list[dict]]:
+    files = m["files"]
+    everything = [str(sessions)]
+    rare = [x["token"] for x in m["needles"]]
+    rng.shuffle(rare)
+    phrases = corpus_phrases(files, n, rng)
+    words = [COMMON_WORDS[i % len(COMMON_WORDS)] for i in range(n)]
+    big = sorted(files, key=lambda f: -f["bytes"])[:50]
+    cwd = max(m["cwds"], key=lambda c: sum(f["bytes"] for f in files if f["cwd"] == c))
+    filtered = []
+    for i in range(n):
+        word = words[i] if i % 2 else phrases[i].split()[0]
+        shape = i % 4
+        if shape == 0:
+            filtered.append(q("filtered", word, everything, filters={"kind": "tool.result"}))
+        elif shape == 1:
+            filtered.append(q("filtered", word, everything, filters={"tool": "bash"}))
+        elif shape == 2:
+            f = big[i % len(big)]
+            filtered.append(q("filtered", word, [f["path"]], filters={"sessionId": f["sessionId"]}))
+        else:
+            filtered.append(q("filtered", word, everything, filters={"kind": "assistant.text"}))
+    mix = [(rare[i], None) if i % 3 == 0 else (f'"{phrases[i]}"', phrases[i]) if i % 3 == 1 else (words[i], None)
+           for i in range(n)]
+    return {
+        "rare term": [q("rare term", t, everything) for t in rare[:n]],
+        "common word": [q("common word", w, everything) for w in words],
+        "phrase": [q("phrase", f'"{p}"', everything, rg_pattern=p) for p in phrases],
+        "filtered": filtered,
+        "pi tool, cwd caller": [q("pi tool, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}, rg_pattern=p)
+                                for t, p in mix],
+        "pi tool, all caller": [q("pi tool, all caller", t, everything, rg_pattern=p) for t, p in mix],
+    }
+
+
+# -- measurement ------------------------------------------------------------------
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+def summary(times: list[float]) -> dict:
+    return {"n": len(times), "p50ms": ms(pct(times, 50)), "p99ms": ms(pct(times, 99)), "maxms": ms(max(times)),
+            "meanms": ms(statistics.mean(times))}
+
+
+class RssSampler:
+    """Peak RSS of the daemon while a block runs (sampled every 20 ms)."""
+
+    def __init__(self, d: Daemon):
+        self.d, self.peak, self._stop = d, 0.0, threading.Event()
+
+    def __enter__(self) -> "RssSampler":
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.d.rss_mb())
+            time.sleep(0.02)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary + involuntary switches summed over every thread (wake-ups)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if "ctxt_switches:" in line:
+                    total += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def index_fds(pid: int) -> int:
+    """Open descriptors on the index files: ~2 per open reader connection."""
+    n = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            n += "search-index.sqlite3" in os.readlink(fd)
+        except OSError:
+            pass
+    return n
+
+
+def idle_cpu(d: Daemon, seconds: float = 10.0) -> dict:
+    """CPU% and wake-ups of the daemon while nobody talks to it."""
+    before, ctx0, t0 = d.ps.cpu_times(), context_switches(d.proc.pid), time.monotonic()
+    time.sleep(seconds)
+    after, ctx1, wall = d.ps.cpu_times(), context_switches(d.proc.pid), time.monotonic() - t0
+    busy = (after.user - before.user) + (after.system - before.system)
+    return {"seconds": round(wall, 1), "cpuPercent": round(100 * busy / wall, 3),
+            "wakeupsPerSecond": round((ctx1 - ctx0) / wall, 1), "threads": d.ps.num_threads()}
+
+
+def run_searches(client: Client, queries: list[dict]) -> tuple[list[float], list[dict]]:
+    """Latency of each query over the socket, and what came back."""
+    times, results = [], []
+    for x in queries:
+        t = time.perf_counter()
+        try:
+            r = client.search(x["query"], filters=x["filters"], caller=x["caller"], limit=20)
+            out = {"hits": [(h["sessionId"], h["entryId"]) for h in r["hits"]], "error": None}
+        except PiwatchError as exc:
+            out = {"hits": [], "error": str(exc)}
+        times.append(time.perf_counter() - t)
+        results.append(out)
+    return times, results
+
+
+def run_ops(client: Client, op: str, targets: list[tuple[str, str]], caller: dict) -> tuple[list[float], int]:
+    times, errors = [], 0
+    fn = client.read if op == "read" else client.trace
+    for sid, eid in targets:
+        t = time.perf_counter()
+        try:
+            fn(sid, eid, caller=caller)
+        except PiwatchError:
+            errors += 1
+        times.append(time.perf_counter() - t)
+    return times, errors
+
+
+def rg_time(x: dict) -> tuple[float, int]:
+    """`rg -c -i -F` (FTS5 is case-insensitive) over the files piwatch would search."""
+    t = time.perf_counter()
+    out = subprocess.run(["rg", "-c", "-i", "-F", "--with-filename", "--no-messages", "--", x["rgPattern"], *x["rgPaths"]],
+                         capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    return elapsed, sum(int(l.rsplit(":", 1)[1]) for l in out.stdout.splitlines() if ":" in l)
+
+
+def compare_rg(queries: list[dict], times: list[float], k: int) -> dict:
+    """rg on the first k queries of a class vs piwatch's time on the same k."""
+    rg, lines = zip(*(rg_time(x) for x in queries[:k]))
+    mine = times[:k]
+    return {"n": len(rg), "rgP50ms": ms(pct(list(rg), 50)), "rgP99ms": ms(pct(list(rg), 99)),
+            "piwatchP50msSameQueries": ms(pct(mine, 50)), "rgMatchingLinesMean": round(statistics.mean(lines)),
+            "ratioRgOverPiwatch": round(statistics.median(rg) / statistics.median(mine), 1)}
+
+
+def concurrency(d: Daemon, pool: list[dict], threads: int, seconds: float) -> dict:
+    """`threads` clients, each with its own connection, searching for `seconds`."""
+    times: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads + 1)
+    deadline = [0.0]
+
+    def worker(k: int) -> None:
+        rng = random.Random(k)
+        with Client(d.sock, caller=ALL, timeout=60) as c:
+            c.hello()
+            start.wait()
+            mine, errs = [], []
+            while time.monotonic() < deadline[0]:
+                x = rng.choice(pool)
+                t = time.perf_counter()
+                try:
+                    c.search(x["query"], filters=x["filters"], caller=x["caller"], limit=20)
+                except PiwatchError as exc:
+                    errs.append(str(exc)[:120])
+                mine.append(time.perf_counter() - t)
+        with lock:
+            times.extend(mine)
+            errors.extend(errs)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    deadline[0] = time.monotonic() + seconds
+    t0, cpu0, mine0 = time.monotonic(), d.ps.cpu_times(), psutil.Process().cpu_times()
+    start.wait()
+    for t in ts:
+        t.join()
+    wall = time.monotonic() - t0
+    cpu1, mine1 = d.ps.cpu_times(), psutil.Process().cpu_times()
+    cpu = {"daemonCpuPercent": round(100 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / wall),
+           "clientsCpuPercent": round(100 * (mine1.user + mine1.system - mine0.user - mine0.system) / wall)}
+    return {"threads": threads, "seconds": round(wall, 1), "requests": len(times), "qps": round(len(times) / wall, 1),
+            "errors": len(errors), "errorSamples": sorted(set(errors))[:3], **cpu, **summary(times)}
+
+
+# -- where the time goes (in-process, no socket) --------------------------------------
+
+
+STAGES = ("phase 1: top-k fragments by rank", "phase 2: join candidates", "matched counts",
+          "fallback: rank every match", "snippets", "other")
+
+
+def stage_of(sql: str) -> str:
+    """Which step of piwatchd.index.search a statement is (by its text)."""
+    if "snippet(" in sql:
+        return "snippets"
+    if "WITH matches" in sql:
+        return "fallback: rank every match"
+    if "GROUP BY f.event_rowid" in sql:
+        return "matched counts"
+    if "FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank" in sql:
+        return "phase 1: top-k fragments by rank"
+    if "json_each" in sql:
+        return "phase 2: join candidates"
+    return "other"
+
+
+class _Rows(list):
+    def fetchall(self) -> list:
+        return list(self)
+
+    def fetchone(self):
+        return self[0] if self else None
+
+
+class TimedConn:
+    """A connection proxy that runs each statement to completion and records
+    (stage, seconds, rows); everything else goes to the real connection."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn, self.log = conn, []
+
+    def execute(self, sql: str, params=()):
+        t = time.perf_counter()
+        rows = _Rows(self._conn.execute(sql, params).fetchall())
+        self.log.append((stage_of(sql), time.perf_counter() - t, len(rows)))
+        return rows
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+def in_process(db: Path, queries: list[dict]) -> dict:
+    """The daemon's own handler (Api.search + envelope) without the socket; then
+    the same searches with every SQL statement timed by stage, and how many
+    fragments the FTS MATCH yields before any filter or LIMIT applies."""
+    import piwatchd.api as api_mod
+    from piwatchd.index.query import fts_expression, parse_query
+
+    api = api_mod.Api(db)
+    conn = api.readers.get()
+    args = [{"query": x["query"], "limit": 20, "offset": 0, **({"filters": x["filters"]} if x["filters"] else {})}
+            for x in queries]
+    handler = []
+    for a, x in zip(args, queries):
+        t = time.perf_counter()
+        api.envelope("search", a, x["caller"], api.search(a, x["caller"]))
+        handler.append(time.perf_counter() - t)
+    per_query: list[dict[str, float]] = []
+    phase1_rounds, fallbacks = [], 0
+    timed = TimedConn(conn)
+    api.readers._local.conn = timed  # the handler now runs its statements through the proxy
+    try:
+        for a, x in zip(args, queries):
+            timed.log.clear()
+            api.search(a, x["caller"])
+            stages = {name: 0.0 for name in STAGES}
+            for stage, secs, _ in timed.log:
+                stages[stage] += secs
+            per_query.append(stages)
+            phase1_rounds.append(sum(1 for st, _, _ in timed.log if st == STAGES[0]))
+            fallbacks += any(st == STAGES[3] for st, _, _ in timed.log)
+    finally:
+        api.readers._local.conn = conn
+    matches = [conn.execute("SELECT count(*) FROM fragments_fts WHERE fragments_fts MATCH ?",
+                            (fts_expression(parse_query(x["query"])),)).fetchone()[0] for x in queries]
+    api.readers.reset()
+    return {"n": len(queries), "handlerP50ms": ms(pct(handler, 50)), "handlerP99ms": ms(pct(handler, 99)),
+            "stageMeanMs": {name: ms(statistics.mean(q[name] for q in per_query)) for name in STAGES},
+            "phase1RoundsMean": round(statistics.mean(phase1_rounds), 2), "fallbacks": fallbacks,
+            "matchingFragmentsMedian": int(statistics.median(matches)), "matchingFragmentsMax": max(matches)}
+
+
+def sqlite_memory_highwater(reset: bool = False) -> float | None:
+    """SQLite's own heap high-water mark in MB (the libsqlite3 _sqlite3 links to), or None."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        return None
+    cur, high = ctypes.c_int64(), ctypes.c_int64()
+    lib.sqlite3_status64(0, ctypes.byref(cur), ctypes.byref(high), int(reset))  # SQLITE_STATUS_MEMORY_USED
+    return round(high.value / 1e6, 1)
+
+
+def sql_breakdown(db: Path, word: str, session_id: str) -> list[dict]:
+    """Cost of the building blocks of a search for one common word (posting
+    list, bm25 of every match, joins of every match, the one-query plan), then
+    the daemon's search() itself, its statements timed one by one."""
+    from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
+    from piwatchd.index.schema import open_reader
+    from piwatchd.index.search import search
+
+    expr = f'"{word}"'
+    joins = ("FROM fragments_fts m JOIN fragments f ON f.frag_rowid = m.rowid JOIN events e ON e.event_rowid = f.event_rowid"
+             " JOIN sessions s ON s.session_id = e.session_id WHERE fragments_fts MATCH ?")
+    stages = [
+        ("FTS posting list only: count(*) MATCH", "SELECT count(*) FROM fragments_fts WHERE fragments_fts MATCH ?", [expr]),
+        ("newest 21 matches: ORDER BY rowid DESC LIMIT 21",
+         "SELECT rowid FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rowid DESC LIMIT 21", [expr]),
+        ("bm25 of every match: ORDER BY rank LIMIT 21",
+         "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank LIMIT 21", [expr]),
+        ("joins fragments/events/sessions for every match (no rank)", f"SELECT count(*) {joins}", [expr]),
+        ("bm25 + joins, ORDER BY rank LIMIT 21", f"SELECT m.rowid, m.rank, e.session_id {joins} ORDER BY m.rank LIMIT 21", [expr]),
+        ("one-query plan (the fallback): rank every match, window functions per event",
+         *build_search_sql(SearchRequest(word), lookahead=1)),
+    ]
+    searches = [("search() as the daemon runs it, no filter", SearchRequest(word)),
+                ("search() with a session filter", SearchRequest(word, SearchFilters(session_ids=(session_id,))))]
+    conn = open_reader(db)
+    rows = []
+    try:
+        for name, sql, params in stages:
+            conn.execute(sql, params).fetchall()  # warm
+            sqlite_memory_highwater(reset=True)
+            t = time.perf_counter()
+            conn.execute(sql, params).fetchall()
+            rows.append({"word": word, "stage": name, "ms": ms(time.perf_counter() - t),
+                         "sqliteHeapHighwaterMB": sqlite_memory_highwater()})
+        for name, request in searches:
+            search(conn, request)  # warm
+            timed = TimedConn(conn)
+            sqlite_memory_highwater(reset=True)
+            t = time.perf_counter()
+            search(timed, request)
+            steps = ", ".join(f"{st.split(':')[0]} {ms(sec)} ms ({n} rows)" for st, sec, n in timed.log)
+            rows.append({"word": word, "stage": f"{name}: {steps}", "ms": ms(time.perf_counter() - t),
+                         "sqliteHeapHighwaterMB": sqlite_memory_highwater()})
+    finally:
+        conn.close()
+    return rows
+
+
+def query_plans(db: Path, word: str, cwd: str) -> dict[str, list[str]]:
+    """EXPLAIN QUERY PLAN of the statements a search runs, with a cwd caller's filters."""
+    from piwatchd.auth import resolve_scope
+    from piwatchd.index.query import (SearchFilters, SearchRequest, build_candidates_sql, build_search_sql,
+                                      build_top_fragments_sql)
+    from piwatchd.index.schema import open_reader
+
+    filters = SearchFilters(authorized_roots=resolve_scope({"cwd": cwd}).roots, exclude_own_results=True)
+    conn = open_reader(db)
+    try:
+        top = build_top_fragments_sql(f'"{word}"', 64)
+        rowids = [r[0] for r in conn.execute(*top)]
+        statements = {"phase 1": top, "phase 2": build_candidates_sql(filters, rowids),
+                      "fallback": build_search_sql(SearchRequest(word, filters), lookahead=1)}
+        return {name: [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+                for name, (sql, params) in statements.items()}
+    finally:
+        conn.close()
+
+
+def revision() -> str:
+    """The commit measured, with a mark when piwatchd/ or client/ differ from it.
+
+    Taken before the daemon starts; the daemon's lazily imported modules are
+    loaded by a warm-up read/trace and the harness imports its piwatchd
+    modules at start, so a commit landing mid-run does not change what is measured."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "piwatchd", "client"], cwd=REPO,
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
+def index_counts(db: Path) -> dict:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "events", "fragments")}
+    finally:
+        conn.close()
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+def verdict(p50: float | None, p99: float, goal: tuple[float | None, float]) -> str:
+    misses = [f"p50 > {goal[0]:g}" for _ in [0] if goal[0] is not None and p50 is not None and p50 > goal[0]]
+    misses += [f"p99 > {goal[1]:g}"] if p99 > goal[1] else []
+    return "ok" if not misses else "**miss** (" + ", ".join(misses) + ")"
+
+
+def markdown(r: dict, command: str) -> str:
+    c, ix = r["corpus"], r["index"]
+    out = [
+        "# piwatchd search / read / trace benchmark", "",
+        f"`{command}` at {r['revision']} — {r['cpus']} CPUs; over the Unix socket with persistent clients; {r['perClass']} queries per class"
+        + (f" (HEAD moved to {r['revisionAtEnd']} during the run; measured code was loaded at start)" if "revisionAtEnd" in r else ""),
+        "",
+        f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries; "
+        f"index {ix['indexBytes'] / 1e6:.0f} MB ({ix['counts']['events']} events, {ix['counts']['fragments']} fragments; "
+        + ("reused from the cache" if ix["reused"] else f"built cold in {ix['cold']['startupSeconds']} s") + ")",
+        "", "## Search (limit 20)", "",
+        "| class | n | p50 ms | p99 ms | max ms | hits/query | errors | rg p50 ms (same queries) | rg / piwatch | goal p50 <= 5, p99 <= 50 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in r["search"].items():
+        g = r["rg"][name]
+        out.append(f"| {name} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['hitsMean']} | {s['errors']} "
+                   f"| {g['rgP50ms']} ({g['n']} q, piwatch {g['piwatchP50msSameQueries']}) | {g['ratioRgOverPiwatch']}x "
+                   f"| {verdict(s['p50ms'], s['p99ms'], GOALS['search'])} |")
+    out += ["", "## Read and trace (on search hits)", "", "| op | caller | n | p50 ms | p99 ms | max ms | errors | goal p99 <= 10 |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, s in r["ops"].items():
+        op, caller = name.split(" ", 1)
+        out.append(f"| {op} | {caller} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['errors']} "
+                   f"| {verdict(None, s['p99ms'], GOALS[op])} |")
+    res = r["resources"]
+    out += ["", "## Daemon resources", "", "| measure | value | goal |", "|---|---|---|",
+            f"| RSS idle (fresh start on the index) | **{res['rssIdleMB']} MB** | <= 100 MB |",
+            f"| RSS peak during the serial query runs | {res['rssPeakSerialMB']} MB | |",
+            f"| RSS peak during the {next(iter(r['concurrency'].values()))['threads']}-thread load | {res['rssPeakConcurrentMB']} MB | |",
+            f"| RSS idle after all load | {res['rssIdleAfterLoadMB']} MB | |",
+            f"| open descriptors on the index: idle / after load ({res['threadsAfterLoad']} threads left) "
+            f"| {res['indexFdsIdle']} / {res['indexFdsAfterLoad']} | |",
+            f"| CPU idle, fresh ({res['idleCpu']['seconds']} s) | **{res['idleCpu']['cpuPercent']} %** "
+            f"({res['idleCpu']['wakeupsPerSecond']} context switches/s, {res['idleCpu']['threads']} threads) | ~0 |",
+            f"| CPU idle after load ({res['idleCpuAfterLoad']['seconds']} s) | {res['idleCpuAfterLoad']['cpuPercent']} % "
+            f"({res['idleCpuAfterLoad']['wakeupsPerSecond']} context switches/s, {res['idleCpuAfterLoad']['threads']} threads) | ~0 |"]
+    if "rssAfterColdIndexMB" in ix:
+        out.append(f"| RSS right after the cold index (same process) | {ix['rssAfterColdIndexMB']} MB | |")
+    threads = next(iter(r["concurrency"].values()))["threads"]
+    out += ["", f"## Concurrency ({threads} client threads, own connection each, for {r['loadSeconds']:g} s per pool)", "",
+            "| query pool | seconds | requests | req/s | p50 ms | p99 ms | max ms | errors | daemon CPU % | load generator CPU % |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in r["concurrency"].items():
+        out.append(f"| {name} | {s['seconds']} | {s['requests']} | {s['qps']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} "
+                   f"| {s['errors']} | {s['daemonCpuPercent']} | {s['clientsCpuPercent']} |")
+    out += ["", "## Where the time goes (in-process, same queries, no socket)", "",
+            "Socket p50 is over the first n queries of the class; the handler is the daemon's Api.search + envelope "
+            "in this process; stage columns are mean ms per query of each statement kind piwatchd.index.search runs.", "",
+            "| class | n | socket p50 (same n) | handler p50 / p99 | " + " | ".join(STAGES) + " | phase-1 rounds | fallbacks | FTS matches median / max |",
+            "|---|---|---|---|" + "---|" * len(STAGES) + "---|---|---|"]
+    for name, s in r["inProcess"].items():
+        out.append(f"| {name} | {s['n']} | {r['rg'][name]['piwatchP50msSameQueries']} | {s['handlerP50ms']} / {s['handlerP99ms']} | "
+                   + " | ".join(str(s["stageMeanMs"][st]) for st in STAGES)
+                   + f" | {s['phase1RoundsMean']} | {s['fallbacks']} | {s['matchingFragmentsMedian']} / {s['matchingFragmentsMax']} |")
+    out += ["", "Building blocks of a search for one common word (in-process, warm; SQLite heap high-water per statement):", "",
+            "| word | stage | ms | SQLite heap MB |", "|---|---|---|---|"]
+    out += [f"| `{b['word']}` | {b['stage']} | {b['ms']} | {b['sqliteHeapHighwaterMB']} |" for b in r["sqlBreakdown"]]
+    out += ["", f"EXPLAIN QUERY PLAN, `{r['plans']['query']}` with caller cwd {r['plans']['caller']}:", "", "```"]
+    for name, steps in r["plans"]["steps"].items():
+        out += [f"-- {name}", *steps]
+    out += ["```", "",
+            "rg: `rg -c -i -F PATTERN` over the files piwatch searches (all sessions; a cwd caller's project directories; "
+            "a session filter's one file). rg cannot apply kind/tool filters, so for those it greps everything.", ""]
+    return "\n".join(out)
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.search", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bytes", default="1G", help="corpus size (k/M/G suffixes; default 1G, what the issue asks for)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--per-class", type=int, default=200, help="search queries per class (default 200)")
+    ap.add_argument("--rg-per-class", type=int, default=20, help="queries per class also run with rg (default 20)")
+    ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--load-seconds", type=float, default=10.0)
+    ap.add_argument("--index-only", action="store_true")
+    ns = ap.parse_args(argv)
+    for module in ("piwatchd.api", "piwatchd.index.search", "piwatchd.ops.read", "piwatchd.ops.trace"):
+        importlib.import_module(module)  # see revision()
+
+    rev = revision()
+    cdir, m = corpus(parse_bytes(ns.bytes), ns.seed)
+    d, info = indexed_daemon(cdir)
+    info["revision"] = rev
+    try:
+        if not ns.index_only:
+            report = measure(d, cdir, m, info, ns)
+    finally:
+        d.stop()
+    if ns.index_only:
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    name = f"search-{ns.bytes}"
+    (OUT / f"{name}.json").write_text(json.dumps(report, indent=2))
+    (OUT / f"{name}.md").write_text(markdown(report, " ".join(["python -m bench.search", *(argv or sys.argv[1:])])))
+    print((OUT / f"{name}.md").read_text())
+    return 0
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) -> dict:
+    sessions, db = cdir / "sessions", Path(info["db"])
+    info["counts"] = index_counts(db)
+    report: dict = {"revision": info.pop("revision"), "corpus": {"dir": str(cdir), "files": len(m["files"]), "bytes": m["totalBytes"], "entries": m["entries"],
+                               "piVersion": m["piVersion"]},
+                    "index": info, "cpus": os.cpu_count(), "perClass": ns.per_class,
+                    "loadSeconds": ns.load_seconds}
+    log(f"index: {info}")
+    time.sleep(2)
+    res = report["resources"] = {"rssIdleMB": d.rss_mb(), "indexFdsIdle": index_fds(d.proc.pid), "idleCpu": idle_cpu(d)}
+    log(f"idle: {res}")
+    queries = build_queries(m, sessions, ns.per_class, random.Random(ns.seed))
+    client = Client(d.sock, caller=ALL, timeout=60)
+    for qs in queries.values():  # warm-up, not measured
+        run_searches(client, qs[:3])
+    sid, eid = run_searches(client, queries["rare term"][:1])[1][0]["hits"][0]
+    client.read(sid, eid), client.trace(sid, eid)  # the daemon imports its read/trace code now
+    report["search"], results, times_by = {}, {}, {}
+    with RssSampler(d) as rss:
+        for name, qs in queries.items():
+            times, out = run_searches(client, qs)
+            times_by[name], results[name] = times, out
+            report["search"][name] = {**summary(times), "errors": sum(1 for o in out if o["error"]),
+                                      "hitsMean": round(statistics.mean(len(o["hits"]) for o in out), 1),
+                                      "errorSamples": sorted({o["error"] for o in out if o["error"]})[:3]}
+            log(f"search {name}: {report['search'][name]}")
+        report["ops"] = measure_ops(client, queries, results, ns.per_class)
+    res["rssPeakSerialMB"] = rss.peak
+    client.close()
+    report["rg"] = {}
+    for name, qs in queries.items():
+        report["rg"][name] = compare_rg(qs, times_by[name], ns.rg_per_class)
+        log(f"rg {name}: {report['rg'][name]}")
+    report["concurrency"] = {}
+    pools = {"all classes mixed": [x for qs in queries.values() for x in qs], "rare terms only": queries["rare term"]}
+    with RssSampler(d) as rss:
+        for name, pool in pools.items():
+            report["concurrency"][name] = concurrency(d, pool, ns.threads, ns.load_seconds)
+            log(f"concurrency {name}: {report['concurrency'][name]}")
+    res["rssPeakConcurrentMB"] = rss.peak
+    time.sleep(2)
+    res["rssIdleAfterLoadMB"] = d.rss_mb()
+    res["indexFdsAfterLoad"] = index_fds(d.proc.pid)
+    res["threadsAfterLoad"] = d.ps.num_threads()
+    res["idleCpuAfterLoad"] = idle_cpu(d)
+    report["inProcess"] = {name: in_process(db, qs[: ns.rg_per_class]) for name, qs in queries.items()}
+    log(f"in-process: {report['inProcess']}")
+    sid = queries["filtered"][2]["filters"]["sessionId"]
+    report["sqlBreakdown"] = [row for w in ("error", "the") for row in sql_breakdown(db, w, sid)]
+    log(f"sql breakdown: {report['sqlBreakdown']}")
+    cwd = queries["pi tool, cwd caller"][0]["caller"]["cwd"]
+    report["plans"] = {"query": "error", "caller": cwd, "steps": query_plans(db, "error", cwd)}
+    if revision() != report["revision"]:
+        report["revisionAtEnd"] = revision()  # informational: see revision()
+    report["queriesSample"] = {name: [x["query"] for x in qs[:10]] for name, qs in queries.items()}
+    return report
+
+
+def measure_ops(client: Client, queries: dict, results: dict, n: int) -> dict:
+    """read and trace on the first hit of each search (all-caller and cwd-caller hits)."""
+    def targets(names: list[str]) -> list[tuple[str, str]]:
+        seen = {}
+        for name in names:
+            for o in results[name]:
+                for hit in o["hits"][:3]:
+                    seen.setdefault(hit, None)
+        return list(seen)[:n]
+
+    all_targets = targets([k for k in queries if k != "pi tool, cwd caller"])
+    cwd_caller = queries["pi tool, cwd caller"][0]["caller"]
+    cwd_targets = targets(["pi tool, cwd caller"])
+    ops = {}
+    for op in ("read", "trace"):
+        for label, tg, caller in (("all", all_targets, ALL), ("cwd", cwd_targets, cwd_caller)):
+            if tg:
+                times, errors = run_ops(client, op, tg, caller)
+                ops[f"{op} {label}"] = {**summary(times), "errors": errors}
+                log(f"{op} {label}: {ops[f'{op} {label}']}")
+    return ops
+
+
+if __name__ == "__main__":
+    sys.exit(main())
