@@ -275,7 +275,10 @@ class Api:
             result = collect_status(self.db_path)
         except (FileNotFoundError, SchemaMismatch) as exc:
             result = {"index": f"not ready: {exc}"}
-        result["service"] = self.service_snapshot()
+        live = self.service_snapshot()
+        if live:
+            # The live snapshot is fresher than the row the service last wrote.
+            result["service"] = {**(result.get("service") or {}), **live, "running": True, "updated_age_s": 0}
         return result
 
     def reindex(self, args: dict, caller: Any) -> dict[str, Any]:

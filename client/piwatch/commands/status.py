@@ -30,6 +30,12 @@ def _ago(ms: int | None) -> str:
     return f"{s:.0f}s ago" if s < 120 else f"{s / 60:.0f}m ago" if s < 7200 else f"{s / 3600:.1f}h ago"
 
 
+def _bar(done: int, total: int, width: int = 30) -> str:
+    frac = 0.0 if total <= 0 else min(1.0, done / total)
+    filled = int(frac * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}% ({_mb(done)} of {_mb(total)})"
+
+
 def format_status(st: dict[str, Any]) -> str:
     out = []
     svc = st.get("service")
@@ -50,6 +56,9 @@ def format_status(st: dict[str, Any]) -> str:
             f"  progress {svc['files_known']} files known, {svc['files_ingested']} ingested this run "
             f"({_mb(svc['bytes_ingested'])}, {svc['events_ingested']} events); backlog {svc['backlog_files']} files"
         )
+        b = st["bytes"]
+        if b["backlog"] > 0:
+            out.append(f"  indexing {_bar(b['ingested'], b['ingested'] + b['backlog'])}")
         for w in svc.get("warnings", []):
             out.append(f"  warning  {w}")
         for path, err in list(svc.get("errors", {}).items())[:10]:
