@@ -189,7 +189,8 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
         request_reindex=reindex,
         query_timeout=ns.query_timeout,
     )
-    server = Server(sock_path, api.handlers(), hello_info=hello_info, envelope=api.envelope)
+    server = Server(sock_path, api.handlers(), hello_info=hello_info, envelope=api.envelope,
+                    on_connection_end=api.readers.reset)
     log.info("piwatchd %d: index %s; socket %s; roots %s", os.getpid(), db_path, sock_path, ", ".join(roots))
     rc = 0
     ping_every = watchdog_interval()

@@ -92,12 +92,16 @@ class Server:
         hello_info: Callable[[], dict[str, Any]],
         envelope: Callable[[str, dict, Any, Any], dict[str, Any]] | None = None,
         limits: ServerLimits | None = None,
+        on_connection_end: Callable[[], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.handlers = handlers
         self.hello_info = hello_info
         self.envelope = envelope
         self.limits = limits or ServerLimits()
+        # Per-connection-thread resources (the read-only SQLite connection) are
+        # released here; otherwise every finished client leaves its files open.
+        self.on_connection_end = on_connection_end
         self._sock: socket.socket | None = None
         self._inode: int | None = None
         self._stop = threading.Event()
@@ -205,6 +209,11 @@ class Server:
             log.exception("connection handler failed")
         finally:
             conn.close()
+            if self.on_connection_end is not None:
+                try:
+                    self.on_connection_end()
+                except Exception:
+                    log.exception("releasing connection resources failed")
             with self._conn_lock:
                 self._conn_threads.discard(threading.current_thread())
 

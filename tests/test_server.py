@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import threading
+import time
 
 import msgpack
 import pytest
@@ -52,7 +53,8 @@ def served(short_tmp):
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(root)])
     api = Api(db)
-    server = Server(short_tmp / "run" / "s.sock", api.handlers(), hello_info=lambda: {"proto": PROTOCOL_VERSION}, envelope=api.envelope)
+    server = Server(short_tmp / "run" / "s.sock", api.handlers(), hello_info=lambda: {"proto": PROTOCOL_VERSION},
+                    envelope=api.envelope, on_connection_end=api.readers.reset)
     server.start()
     yield server, proj, short_tmp
     server.stop()
@@ -184,6 +186,12 @@ def test_many_concurrent_clients(served):
     for t in threads:
         t.join()
     assert errors == []
+    # Finished connections release their SQLite connections (no descriptor leak).
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(server.threads()) > 1:
+        time.sleep(0.05)
+    db_fds = [f for f in os.listdir("/proc/self/fd") if "db.sqlite3" in os.path.realpath(f"/proc/self/fd/{f}")]
+    assert len(db_fds) <= 6, db_fds
 
 
 def test_socket_is_private(served):
