@@ -14,7 +14,6 @@ from .query import (
     build_candidates_sql,
     build_search_sql,
     build_top_fragments_sql,
-    filter_clauses,
     fts_expression,
     parse_query,
 )
@@ -107,9 +106,13 @@ def _sort_key(c: tuple) -> tuple:
 def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list | None:
     """The first `need` events in exact rank order, from the top-ranked
     fragments only; None when the filters are too selective for that to pay
-    (the caller then ranks every match in one query)."""
+    (the caller then ranks every match in one query).
+
+    Each round ranks every match again inside FTS5, so at most two rounds
+    run: the second is sized from how many candidates the first one kept.
+    """
     k = max(PHASE1_START, need * 4)
-    while True:
+    for _round in range(2):
         top = conn.execute(*build_top_fragments_sql(expression, k)).fetchall()
         score = {rowid: rank for rowid, rank in top}
         best: dict[int, tuple] = {}
@@ -126,22 +129,33 @@ def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str
         # complete and correctly placed; the need-th one must be among them.
         if len(events) >= need and events[need - 1][0] < top[-1][1]:
             return events[:need]
-        if k >= PHASE1_MAX:
+        # Size the next round from the share of fragments the filters kept.
+        k = k * 2 * need // max(len(events), 1) + k
+        if k > PHASE1_MAX:
             return None
-        k *= 4
+    return None
 
 
 def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression: str, event_rowids: list[int]) -> dict[int, int]:
-    where, params = filter_clauses(request.filters)
-    sql = (
-        "SELECT f.event_rowid, count(*) FROM fragments f JOIN events e ON e.event_rowid = f.event_rowid"
-        " JOIN sessions s ON s.session_id = e.session_id"
-        f" WHERE f.event_rowid IN ({','.join('?' * len(event_rowids))})"
-        " AND f.frag_rowid IN (SELECT rowid FROM fragments_fts WHERE fragments_fts MATCH ?)"
-        + "".join(" AND " + w for w in where)
-        + " GROUP BY f.event_rowid"
-    )
-    return dict(conn.execute(sql, [*event_rowids, expression, *params]).fetchall())
+    """How many fragments of each page event match (and pass the filters).
+
+    The MATCH is restricted to the page's own fragments: an unrestricted
+    `IN (SELECT rowid ... MATCH ?)` walks every match of a common word.
+    """
+    marks = ",".join("?" * len(event_rowids))
+    own = [r[0] for r in conn.execute(f"SELECT frag_rowid FROM fragments WHERE event_rowid IN ({marks})", event_rowids)]
+    matching = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT rowid FROM fragments_fts WHERE fragments_fts MATCH ? AND rowid IN ({','.join('?' * len(own))})",
+            [expression, *own],
+        )
+    ]
+    counts: dict[int, int] = {}
+    if matching:
+        for row in conn.execute(*build_candidates_sql(request.filters, matching)):
+            counts[row[4]] = counts.get(row[4], 0) + 1
+    return counts
 
 
 def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> dict[str, Any]:
