@@ -58,10 +58,13 @@ FILTERS = [
 ]
 
 
+@pytest.mark.parametrize("filter_first", [True, False])
 @pytest.mark.parametrize("start", [1, 4, 64])
 @pytest.mark.parametrize("query", ["alpha", "error", "kraken value", '"alpha beta"', "gamma"])
 @pytest.mark.parametrize("filters", FILTERS, ids=range(len(FILTERS)))
-def test_two_phase_equals_ranking_everything(corpus, monkeypatch, start, query, filters):
+def test_two_phase_equals_ranking_everything(corpus, monkeypatch, filter_first, start, query, filters):
+    if not filter_first:
+        monkeypatch.setattr(search_mod, "FILTER_FIRST_MAX_FRAGMENTS", -1)
     monkeypatch.setattr(search_mod, "PHASE1_START", start)
     monkeypatch.setattr(search_mod, "PHASE1_MAX", 16 if start == 1 else 4096)
     for limit, offset in [(5, 0), (20, 3), (200, 0)]:

@@ -16,6 +16,7 @@ from .query import (
     build_top_fragments_sql,
     fts_expression,
     parse_query,
+    roots_clause,
 )
 
 __all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
@@ -136,6 +137,68 @@ def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str
     return None
 
 
+# Filter-first plan limits: ranking inside rowid ranges is cheap per range.
+FILTER_FIRST_MAX_FRAGMENTS = 100_000
+FILTER_FIRST_MAX_RANGES = 512
+
+
+def _session_scope(conn: sqlite3.Connection, filters) -> list[str] | None:
+    """The sessions a session or authorization filter confines the search
+    to, or None when the filters do not name a session set."""
+    sessions: set[str] | None = set(filters.session_ids) if filters.session_ids else None
+    if filters.authorized_roots is not None:
+        clause, params = roots_clause("cwd_real", filters.authorized_roots)
+        rooted = {r[0] for r in conn.execute(f"SELECT session_id FROM sessions WHERE {clause}", params)}
+        sessions = rooted if sessions is None else sessions & rooted
+    return None if sessions is None else sorted(sessions - set(filters.exclude_sessions))
+
+
+def _rowid_ranges(rowids: list[int]) -> list[tuple[int, int]]:
+    ranges: list[list[int]] = []
+    for r in rowids:
+        if ranges and r == ranges[-1][1] + 1:
+            ranges[-1][1] = r
+        else:
+            ranges.append([r, r])
+    return [(a, b) for a, b in ranges]
+
+
+def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list | None:
+    """Rank only inside the fragment-rowid ranges of the sessions the filters
+    allow (a session's fragments are mostly contiguous): exact, because every
+    match in those sessions is ranked, and bm25 scores inside a rowid range
+    equal the global ones. None when the scope is too large or scattered."""
+    sessions = _session_scope(conn, request.filters)
+    if sessions is None:
+        return None
+    if not sessions:
+        return []
+    marks = ",".join("?" * len(sessions))
+    total = conn.execute(f"SELECT coalesce(sum(entry_count), 0) FROM sessions WHERE session_id IN ({marks})", sessions).fetchone()[0]
+    if total > FILTER_FIRST_MAX_FRAGMENTS:
+        return None
+    rowids = [r[0] for r in conn.execute(
+        f"SELECT f.frag_rowid FROM events e JOIN fragments f ON f.event_rowid = e.event_rowid"
+        f" WHERE e.session_id IN ({marks}) ORDER BY f.frag_rowid", sessions)]
+    ranges = _rowid_ranges(rowids)
+    if len(ranges) > FILTER_FIRST_MAX_RANGES:
+        return None
+    score: dict[int, float] = {}
+    for low, high in ranges:
+        score.update(conn.execute(
+            "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? AND rowid BETWEEN ? AND ?",
+            (expression, low, high)))
+    best: dict[int, tuple] = {}
+    ids = list(score)
+    for start in range(0, len(ids), 20_000):
+        for row in conn.execute(*build_candidates_sql(request.filters, ids[start:start + 20_000])):
+            cand = (score[row[0]], row[1], row)
+            current = best.get(row[4])
+            if current is None or cand[:2] < current[:2]:
+                best[row[4]] = cand
+    return sorted(best.values(), key=_sort_key)[:need]
+
+
 def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression: str, event_rowids: list[int]) -> dict[int, int]:
     """How many fragments of each page event match (and pass the filters).
 
@@ -170,7 +233,9 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     expression = params[0]
     need = request.offset + request.limit + 1
     with time_limit(conn, timeout):
-        ranked = _two_phase(conn, request, expression, need)
+        ranked = _filter_first(conn, request, expression, need)
+        if ranked is None:
+            ranked = _two_phase(conn, request, expression, need)
         if ranked is None:
             rows = conn.execute(sql, params).fetchall()
         else:
