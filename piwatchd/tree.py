@@ -417,6 +417,9 @@ def local_trace(view: TreeView, entry_id: str) -> dict[str, Any]:
         toward = next((k for k in children if view.is_selected(k.entry_id)), None)
     elif selected is False:
         # Off the path: the way to the leaf goes up, if this tree holds the leaf at all.
+        prefetch = getattr(view, "prefetch_ancestors", None)
+        if prefetch is not None:
+            prefetch(entry_id)
         cur, seen = node, {entry_id}
         while cur is not None and cur.parent_id is not None and cur.parent_id not in seen:
             seen.add(cur.parent_id)

@@ -384,6 +384,21 @@ class DbTreeView:
     def row(self, entry_id: str) -> dict[str, Any] | None:
         return self._rows.get(entry_id) if self.node(entry_id) is not None else None
 
+    def prefetch_ancestors(self, entry_id: str, limit: int = 20_000) -> None:
+        """Load the whole ancestry in one recursive query: walking up an
+        alternate branch one lookup per ancestor cost hundreds of queries."""
+        for r in self.conn.execute(
+            "WITH RECURSIVE up(id, depth) AS ("
+            " SELECT parent_id, 1 FROM events WHERE session_id=? AND entry_id=?"
+            " UNION ALL SELECT e.parent_id, up.depth + 1 FROM up JOIN events e"
+            " ON e.session_id=? AND e.entry_id = up.id WHERE up.id IS NOT NULL AND up.depth < ?)"
+            f" SELECT {self._COLS} FROM up JOIN events e ON e.session_id=? AND e.entry_id = up.id"
+            " LEFT JOIN tree_facts tf ON tf.session_id = e.session_id AND tf.entry_id = e.entry_id",
+            (self.session_id, entry_id, self.session_id, limit, self.session_id),
+        ):
+            if r[0] not in self._nodes:
+                self._remember(r)
+
     def children(self, entry_id: str) -> list[Node]:
         if entry_id not in self._children:
             self._children[entry_id] = [
