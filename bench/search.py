@@ -234,6 +234,33 @@ class RssSampler:
         self._t.join()
 
 
+class ForeignCpu:
+    """CPU% used by processes other than the daemon and this harness (with its
+    rg children) while a block runs, out of 100 x CPUs: well above 0 means the
+    machine was shared and the figures are pessimistic."""
+
+    def __init__(self, d: Daemon):
+        self.d, self.percent = d, 0.0
+
+    @staticmethod
+    def _busy() -> float:
+        t = psutil.cpu_times()
+        return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
+
+    def _ours(self) -> float:
+        me, dm = psutil.Process().cpu_times(), self.d.ps.cpu_times()
+        return me.user + me.system + me.children_user + me.children_system + dm.user + dm.system
+
+    def __enter__(self) -> "ForeignCpu":
+        self.t0, self.busy0, self.ours0 = time.monotonic(), self._busy(), self._ours()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.monotonic() - self.t0
+        other = (self._busy() - self.busy0) - (self._ours() - self.ours0)
+        self.percent = round(max(0.0, 100 * other / wall), 1)
+
+
 def context_switches(pid: int) -> int:
     """Voluntary + involuntary switches summed over every thread (wake-ups)."""
     total = 0
@@ -564,6 +591,8 @@ def markdown(r: dict, command: str) -> str:
         f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries; "
         f"index {ix['indexBytes'] / 1e6:.0f} MB ({ix['counts']['events']} events, {ix['counts']['fragments']} fragments; "
         + ("reused from the cache" if ix["reused"] else f"built cold in {ix['cold']['startupSeconds']} s") + ")",
+        "", "CPU used by other processes on the machine meanwhile (% of one CPU): "
+        + ", ".join(f"{k} {v}" for k, v in r["otherProcessesCpuPercent"].items()) + f"; load average at the end {r['loadAverageAtEnd']}",
         "", "## Search (limit 20)", "",
         "| class | n | p50 ms | p99 ms | max ms | hits/query | errors | rg p50 ms (same queries) | rg / piwatch | goal p50 <= 5, p99 <= 50 |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -667,7 +696,7 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
                                "piVersion": m["piVersion"]},
                     "index": info, "cpus": os.cpu_count(), "perClass": ns.per_class,
                     "loadSeconds": ns.load_seconds}
-    log(f"index: {info}")
+    log(f"index: {info}; load average {os.getloadavg()}")
     time.sleep(2)
     res = report["resources"] = {"rssIdleMB": d.rss_mb(), "indexFdsIdle": index_fds(d.proc.pid), "idleCpu": idle_cpu(d)}
     log(f"idle: {res}")
@@ -678,7 +707,7 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
     sid, eid = run_searches(client, queries["rare term"][:1])[1][0]["hits"][0]
     client.read(sid, eid), client.trace(sid, eid)  # the daemon imports its read/trace code now
     report["search"], results, times_by = {}, {}, {}
-    with RssSampler(d) as rss:
+    with RssSampler(d) as rss, ForeignCpu(d) as foreign:
         for name, qs in queries.items():
             times, out = run_searches(client, qs)
             times_by[name], results[name] = times, out
@@ -688,6 +717,7 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
             log(f"search {name}: {report['search'][name]}")
         report["ops"] = measure_ops(client, queries, results, ns.per_class)
     res["rssPeakSerialMB"] = rss.peak
+    report["otherProcessesCpuPercent"] = {"serial searches, read, trace": foreign.percent}
     client.close()
     report["rg"] = {}
     for name, qs in queries.items():
@@ -695,11 +725,13 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
         log(f"rg {name}: {report['rg'][name]}")
     report["concurrency"] = {}
     pools = {"all classes mixed": [x for qs in queries.values() for x in qs], "rare terms only": queries["rare term"]}
-    with RssSampler(d) as rss:
+    with RssSampler(d) as rss, ForeignCpu(d) as foreign:
         for name, pool in pools.items():
             report["concurrency"][name] = concurrency(d, pool, ns.threads, ns.load_seconds)
             log(f"concurrency {name}: {report['concurrency'][name]}")
     res["rssPeakConcurrentMB"] = rss.peak
+    report["otherProcessesCpuPercent"]["concurrency"] = foreign.percent
+    report["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
     time.sleep(2)
     res["rssIdleAfterLoadMB"] = d.rss_mb()
     res["indexFdsAfterLoad"] = index_fds(d.proc.pid)
