@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 def markdown(r: dict, command: str) -> str:
     c, cold, rs, al = r["corpus"], r["cold"], r["restart"], r["appendLatency"]
     lines = [
-        f"# piwatchd ingest benchmark", "", f"`{command}` — {r['cpus']} CPUs, settle {r['settle']} s, max latency {r['maxLatency']} s", "",
+        "# piwatchd ingest benchmark", "", f"`{command}` — {r['cpus']} CPUs, settle {r['settle']} s, max latency {r['maxLatency']} s", "",
         f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries", "",
         "| measure | value | goal |", "|---|---|---|",
         f"| cold full index | {cold['seconds']} s, **{cold['MBps']} MB/s**, {cold['entriesPerSecond']} entries/s | >= 25 MB/s |",
