@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import sqlite3
 
 import pytest
 from conftest import jsonl, msg, v3_header
