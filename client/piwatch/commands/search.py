@@ -89,7 +89,8 @@ def print_hits(result: dict[str, Any], out) -> None:
         when = (hit["timestamp"] or "?")[:19].replace("T", " ")
         tool = f" tool={ev['toolName']}" if ev.get("toolName") else ""
         err = " ERROR" if hit["isError"] else ""
-        print(f"{n}. {when}  {ev['kind']}{tool}{err}  {hit['cwd'] or '?'}", file=out)
+        state = f"  [{hit['branchState']}, {hit['selectionState']}]"
+        print(f"{n}. {when}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
         print(f"   session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
         print(f"   {_mark(hit['snippet'], hit['spans'], tty)}", file=out)
     if result.get("hasMore"):
