@@ -23,6 +23,9 @@ from .index.query import QueryError, roots_clause
 from .index.schema import SchemaMismatch, open_reader
 from .index.search import QueryTimeout, search
 from .direct import request_from_args
+from .ops.read import OpError, event_read
+from .ops.trace import event_trace
+from .status import collect_status
 
 __all__ = ["Api", "ReaderPool"]
 
@@ -204,9 +207,6 @@ class Api:
         scope = self._scope(caller)
         conn = self._conn()
         self._visible_event(conn, scope, args.get("sessionId"), args.get("entryId"))
-        from .ops.read import OpError, event_read
-        from .ops.trace import event_trace
-
         fn = event_read if name == "read" else event_trace
         try:
             result = fn(conn, args)
@@ -269,8 +269,6 @@ class Api:
         return {"sessions": items, "hasMore": len(rows) > limit, "limit": limit, "offset": offset}
 
     def status(self, args: dict, caller: Any) -> dict[str, Any]:
-        from .status import collect_status
-
         try:
             result = collect_status(self.db_path)
         except (FileNotFoundError, SchemaMismatch) as exc:

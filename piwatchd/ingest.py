@@ -11,6 +11,7 @@ when it is really absent.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -55,8 +56,6 @@ class _Window:
 
 
 def _hash(data: bytes) -> str | None:
-    import hashlib
-
     return hashlib.blake2b(data, digest_size=16).hexdigest() if data else None
 
 

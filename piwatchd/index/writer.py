@@ -8,6 +8,8 @@ leave rows without their checkpoint or the reverse.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -29,8 +31,6 @@ def normalize_cwd(cwd: str | None) -> str | None:
     """Normalize a recorded cwd for subtree comparison (no filesystem access)."""
     if not cwd:
         return None
-    import posixpath
-
     norm = posixpath.normpath(cwd.replace("\\", "/"))
     return norm if norm != "//" else "/"
 
@@ -44,8 +44,6 @@ def canonical_cwd(cwd: str | None) -> str | None:
     norm = normalize_cwd(cwd)
     if norm is None or not norm.startswith("/"):
         return norm
-    import os
-
     return os.path.realpath(norm)
 
 
