@@ -197,7 +197,9 @@ class Api:
             ordinal_caps=self._cutoff_caps(conn, scope),
         )
         try:
-            return search(conn, replace(request, filters=filters), timeout=self.query_timeout)
+            result = search(conn, replace(request, filters=filters), timeout=self.query_timeout)
+            result["scope"] = {"roots": None if scope.roots is None else list(scope.roots)}
+            return result
         except QueryError as exc:
             raise ProtocolError(ErrorCode.QUERY_ERROR, str(exc)) from None
         except QueryTimeout as exc:

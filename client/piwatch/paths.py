@@ -9,6 +9,7 @@ to `/tmp/piwatch-<uid>/` when that path would not fit in an AF_UNIX address.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -28,7 +29,12 @@ def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("PIWATCH_RUNTIME_DIR"):
         return Path(env["PIWATCH_RUNTIME_DIR"])
-    preferred = Path(platformdirs.user_runtime_dir("piwatch"))
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back to
+        # /tmp/runtime-<uid>; that fallback is fine (the daemon verifies the
+        # directory is private), so the CLI should not print the warning.
+        warnings.simplefilter("ignore")
+        preferred = Path(platformdirs.user_runtime_dir("piwatch"))
     if _fits(preferred / SOCKET_NAME):
         return preferred
     return Path(f"/tmp/piwatch-{os.getuid()}")

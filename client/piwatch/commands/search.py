@@ -82,7 +82,9 @@ def print_hits(result: dict[str, Any], out) -> None:
     tty = out.isatty()
     hits = result["hits"]
     if not hits:
-        print("no hits", file=out)
+        roots = (result.get("scope") or {}).get("roots")
+        where = f" in the sessions of {', '.join(roots)} (--all searches every project)" if roots else ""
+        print(f"no hits{where}", file=out)
         return
     for n, hit in enumerate(hits, start=result["offset"] + 1):
         ev = hit["evidence"]
