@@ -173,7 +173,8 @@ def test_cli_talks_to_the_daemon_and_falls_back(world):
     out = world.cli("search", "kraken", "--json", cwd=str(world.proj))
     assert out.returncode == 0, out.stderr
     assert "s-prefix" not in {h["sessionId"] for h in json.loads(out.stdout)["hits"]}
-    elsewhere = world.cli("search", "kraken", cwd=str(world.base))
+    (world.base / "nowhere").mkdir()
+    elsewhere = world.cli("search", "kraken", cwd=str(world.base / "nowhere"))
     assert elsewhere.returncode == 0 and "no hits in the sessions of" in elsewhere.stdout and "--all" in elsewhere.stdout
     assert "Warning" not in elsewhere.stderr
     everything = json.loads(world.cli("search", "kraken", "--json", "--all").stdout)
