@@ -196,11 +196,31 @@ class Ingestor:
             if owner and owner[0] == source_id:
                 w.delete_session(previous_session)
         w.clear_diagnostics(source_id)
-        state = ParserState()
-        window = _Window()
-        consumed = 0
-        tree = TreeBatch(w.conn, full=True)
-        for offset, data, end, result, events in prefetch(parsed_chunks(read_chunks(fd, 0, obs.size, PIPELINE_CHUNK), state)):
+        self._ingest_range(fd, path, source_id, 0, obs, ParserState(), _Window(), outcome, full=True)
+
+    def _ingest_range(
+        self,
+        fd: int,
+        path: str,
+        source_id: int,
+        start: int,
+        obs: Observation,
+        state: ParserState,
+        window: _Window,
+        outcome: IngestOutcome,
+        *,
+        full: bool,
+    ) -> None:
+        """Ingest the complete lines of [start, obs.size) and save the
+        checkpoint that proves them, inside the caller's transaction."""
+        w = self.writer
+        tree = TreeBatch(w.conn, full=full)
+        chunks = parsed_chunks(read_chunks(fd, start, obs.size, PIPELINE_CHUNK), state)
+        if obs.size - start > PIPELINE_CHUNK:
+            # Worth a helper thread only when there is a next chunk to parse.
+            chunks = prefetch(chunks)
+        consumed = start
+        for _offset, data, end, result, events in chunks:
             header_before = state.header
             state = result.state
             if header_before is None and state.header is not None:
@@ -217,23 +237,16 @@ class Ingestor:
             # Pi writes whole lines, so complete lines without a header are not
             # a session still being written.
             raise UnsupportedSource("no Pi session header in the file's complete lines")
-        outcome.bytes_read = consumed
-        outcome.session_id = state.header.session_id if state.header else None
-        outcome.state = "ok" if state.header else "pending"
         w.record_diagnostics(source_id, outcome.diagnostics)
         tree.finish()
+        outcome.bytes_read = consumed - start
+        outcome.session_id = state.header.session_id if state.header else None
+        outcome.state = "ok" if state.header else "pending"
         checkpoint = Checkpoint(
-            obs.dev,
-            obs.ino,
-            obs.size,
-            obs.mtime_ns,
-            consumed,
-            len(window.prefix),
-            _hash(window.prefix),
-            len(window.tail),
-            _hash(window.tail),
+            obs.dev, obs.ino, obs.size, obs.mtime_ns, consumed,
+            len(window.prefix), _hash(window.prefix), len(window.tail), _hash(window.tail),
         )
-        w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed)
+        w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
 
     def _claim_session(self, source_id: int, path: str, session_id: str) -> None:
         """One rule for the same session id in two files: the first indexed file
@@ -259,52 +272,13 @@ class Ingestor:
             # The checkpoint's own ranges, re-read so the new fingerprints are
             # computed from exactly the bytes that were verified and parsed.
             window = _Window(
-                os.pread(fd, cp.prefix_len, 0) if cp.prefix_len < FINGERPRINT_BYTES else b"",
+                os.pread(fd, cp.prefix_len, 0),
                 os.pread(fd, cp.tail_len, cp.consumed - cp.tail_len),
             )
-            prefix_done = cp.prefix_len >= FINGERPRINT_BYTES
-            state = record.parser_state
-            consumed = cp.consumed
             try:
                 with self.writer.transaction():
-                    tree = TreeBatch(self.writer.conn, full=False)
-                    for offset, data in read_chunks(fd, cp.consumed, obs.size):
-                        lines, end = split_complete_lines(data, offset)
-                        header_before = state.header
-                        result = parse_lines(state, lines)
-                        state = result.state
-                        if header_before is None and state.header is not None:
-                            self._claim_session(record.source_id, path, state.header.session_id)
-                            self.writer.upsert_session(record.source_id, state.header)
-                        if prefix_done:
-                            window.tail = (window.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
-                        else:
-                            window.feed(data)
-                        consumed = end
-                        outcome.diagnostics.extend(result.diagnostics)
-                        if result.entries:
-                            events = [project_entry(state.header.session_id, e) for e in result.entries]
-                            outcome.diagnostics.extend(self.writer.insert_events(state.header.session_id, events))
-                            tree.add(state.header, result.entries)
-                            outcome.events += len(events)
-                    if state.header is None and consumed > 0:
-                        raise UnsupportedSource("no Pi session header in the file's complete lines")
-                    self.writer.record_diagnostics(record.source_id, outcome.diagnostics)
-                    tree.finish()
-                    checkpoint = Checkpoint(
-                        obs.dev,
-                        obs.ino,
-                        obs.size,
-                        obs.mtime_ns,
-                        consumed,
-                        len(window.prefix) if not prefix_done else cp.prefix_len,
-                        _hash(window.prefix) if not prefix_done else cp.prefix_hash,
-                        len(window.tail),
-                        _hash(window.tail),
-                    )
-                    outcome.session_id = state.header.session_id if state.header else None
-                    self.writer.save_checkpoint(
-                        record.source_id, checkpoint, state, outcome.session_id, consumed - cp.consumed
+                    self._ingest_range(
+                        fd, path, record.source_id, cp.consumed, obs, record.parser_state, window, outcome, full=False
                     )
             except UnsupportedSource as exc:
                 return self._fail(path, record, obs, Change.APPENDED, exc)
@@ -315,8 +289,6 @@ class Ingestor:
                 return outcome
         finally:
             os.close(fd)
-        outcome.bytes_read = consumed - cp.consumed
-        outcome.state = "ok" if state.header else "pending"
         return outcome
 
 
