@@ -24,6 +24,7 @@ __all__ = [
     "build_top_fragments_sql",
     "build_candidates_sql",
     "filter_clauses",
+    "validate_page",
     "roots_clause",
     "files_clause",
     "FILE_MODES",
@@ -247,7 +248,8 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list]:
     return where, params
 
 
-def _check_page(request: SearchRequest) -> str:
+def validate_page(request: SearchRequest) -> str:
+    """Check limit and offset; return the FTS5 expression of the query."""
     if not 1 <= request.limit <= MAX_LIMIT:
         raise QueryError(f"limit must be between 1 and {MAX_LIMIT}")
     if not 0 <= request.offset <= MAX_OFFSET:
@@ -284,7 +286,7 @@ def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str
 
     `lookahead` extra rows tell the caller whether another page exists.
     """
-    expression = _check_page(request)
+    expression = validate_page(request)
     where, filter_params = filter_clauses(request.filters)
     params: list = [expression] + filter_params
     sql = f"""

@@ -14,8 +14,7 @@ from .query import (
     build_candidates_sql,
     build_search_sql,
     build_top_fragments_sql,
-    fts_expression,
-    parse_query,
+    validate_page,
     roots_clause,
 )
 
@@ -104,6 +103,20 @@ def _sort_key(c: tuple) -> tuple:
     return (score, ts is None, -(ts or 0), row[5], row[7])
 
 
+def _ranked_events(conn: sqlite3.Connection, filters, score: dict[int, float]) -> list[tuple]:
+    """The events of the scored fragments that pass the filters, each with its
+    best fragment as (score, fragment_id, row), in the one-query plan's order."""
+    best: dict[int, tuple] = {}
+    ids = list(score)
+    for start in range(0, len(ids), 20_000):
+        for row in conn.execute(*build_candidates_sql(filters, ids[start : start + 20_000])):
+            cand = (score[row[0]], row[1], row)
+            current = best.get(row[4])
+            if current is None or cand[:2] < current[:2]:
+                best[row[4]] = cand
+    return sorted(best.values(), key=_sort_key)
+
+
 def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list | None:
     """The first `need` events in exact rank order, from the top-ranked
     fragments only; None when the filters are too selective for that to pay
@@ -115,15 +128,7 @@ def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str
     k = max(PHASE1_START, need * 4)
     for _round in range(2):
         top = conn.execute(*build_top_fragments_sql(expression, k)).fetchall()
-        score = {rowid: rank for rowid, rank in top}
-        best: dict[int, tuple] = {}
-        if top:
-            for row in conn.execute(*build_candidates_sql(request.filters, list(score))):
-                cand = (score[row[0]], row[1], row)
-                current = best.get(row[4])
-                if current is None or cand[:2] < current[:2]:
-                    best[row[4]] = cand
-        events = sorted(best.values(), key=_sort_key)
+        events = _ranked_events(conn, request.filters, dict(top))
         if len(top) < k:
             return events[:need]  # every match was ranked: exact
         # Every event scoring strictly better than the k-th fragment is
@@ -195,15 +200,7 @@ def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: 
         score.update(conn.execute(
             "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? AND rowid BETWEEN ? AND ?",
             (expression, low, high)))
-    best: dict[int, tuple] = {}
-    ids = list(score)
-    for start in range(0, len(ids), 20_000):
-        for row in conn.execute(*build_candidates_sql(request.filters, ids[start:start + 20_000])):
-            cand = (score[row[0]], row[1], row)
-            current = best.get(row[4])
-            if current is None or cand[:2] < current[:2]:
-                best[row[4]] = cand
-    return sorted(best.values(), key=_sort_key)[:need]
+    return _ranked_events(conn, request.filters, score)[:need]
 
 
 def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression: str, event_rowids: list[int]) -> dict[int, int]:
@@ -232,19 +229,19 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     """Return `{"hits": [...], "query": ..., "limit", "offset", "hasMore"}`.
 
     Ranking every fragment that matches a common word costs time in
-    proportion to the matches; the two-phase plan ranks from the FTS index
-    alone and joins only the best, falling back to the one-query plan when
-    filters discard too many of them. Both give the same order.
+    proportion to the matches, so three exact plans are tried, cheapest
+    first: filter-first (rank inside the allowed sessions' rowid ranges),
+    two-phase (rank from the FTS index alone, join only the best), and the
+    one query that ranks every match. All give the same order.
     """
-    sql, params = build_search_sql(request, lookahead=1)
-    expression = params[0]
+    expression = validate_page(request)
     need = request.offset + request.limit + 1
     with time_limit(conn, timeout):
         ranked = _filter_first(conn, request, expression, need)
         if ranked is None:
             ranked = _two_phase(conn, request, expression, need)
         if ranked is None:
-            rows = conn.execute(sql, params).fetchall()
+            rows = conn.execute(*build_search_sql(request, lookahead=1)).fetchall()
         else:
             page = ranked[request.offset :]
             counts = _matched_counts(conn, request, expression, [c[2][4] for c in page]) if page else {}
@@ -289,7 +286,7 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
         )
     return {
         "query": request.query,
-        "fts": fts_expression(parse_query(request.query)),
+        "fts": expression,
         "limit": request.limit,
         "offset": request.offset,
         "hasMore": has_more,
