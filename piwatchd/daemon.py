@@ -54,40 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _acquire_lock(db_path: Path):
-    """One daemon per index: a second writer would fight the first for every commit."""
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(str(db_path) + ".lock", "a+")
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        return None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"{os.getpid()}\n")
-    fh.flush()
-    return fh
-
-
-def _acquire_instance_lock(path: Path):
-    """One daemon per user (per socket). The lock file says who holds it."""
-    from .server import ensure_private_dir
-
-    ensure_private_dir(path.parent)
+def _lock(path: Path, holder: str):
+    """Hold an exclusive lock on `path` for the process lifetime, writing who
+    holds it. Returns (file, None), or (None, what the current holder wrote)."""
     fh = open(path, "a+")
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.seek(0)
-        holder = fh.read().strip().replace("\n", ", ")
+        other = fh.read().strip().replace("\n", ", ")
         fh.close()
-        return None, holder
-    import piwatchd
-
+        return None, other
     fh.seek(0)
     fh.truncate()
-    fh.write(f"pid {os.getpid()}\nversion {piwatchd.__version__}\nstarted {int(time.time())}\n")
+    fh.write(holder)
     fh.flush()
     return fh, None
 
@@ -114,19 +94,27 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
     from .api import Api
     from .index.schema import open_writer
     from .notify import notify, watchdog_interval
-    from .server import Server
+    from piwatch.protocol import OPS, PROTOCOL_VERSION
+
+    from . import __version__
+    from .server import Server, ensure_private_dir
 
     sock_path = Path(ns.socket).expanduser() if getattr(ns, "socket", None) else socket_path()
-    instance_lock, holder = _acquire_instance_lock(
-        sock_path.with_name(sock_path.name + ".lock") if getattr(ns, "socket", None) else lock_path()
+    instance_path = sock_path.with_name(sock_path.name + ".lock") if getattr(ns, "socket", None) else lock_path()
+    ensure_private_dir(instance_path.parent)
+    # One daemon per user (per socket); the lock file says who holds it.
+    instance_lock, holder = _lock(
+        instance_path, f"pid {os.getpid()}\nversion {__version__}\nstarted {int(time.time())}\n"
     )
     if instance_lock is None:
         print(f"piwatchd: another piwatchd is already running for this user ({holder}); "
               f"talk to it with `piwatch status`", file=sys.stderr)
         return 1
-    lock = _acquire_lock(db_path)
+    # One daemon per index: a second writer would fight the first for every commit.
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    lock, holder = _lock(Path(str(db_path) + ".lock"), f"pid {os.getpid()}\n")
     if lock is None:
-        print(f"piwatchd: another piwatchd already indexes {db_path}", file=sys.stderr)
+        print(f"piwatchd: another piwatchd already indexes {db_path} ({holder})", file=sys.stderr)
         instance_lock.close()
         return 1
     # Create or migrate the schema before readers can connect.
@@ -149,10 +137,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
     started = time.time()
 
     def hello_info() -> dict:
-        import piwatchd
-        from piwatch.protocol import OPS, PROTOCOL_VERSION
-
-        return {"proto": PROTOCOL_VERSION, "version": piwatchd.__version__, "pid": os.getpid(),
+        return {"proto": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
                 "startedAt": int(started * 1000), "capabilities": list(OPS)}
 
     def reindex(session_id: str | None) -> dict:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from .auth import is_under
 from .index.writer import IndexWriter
 from .ingest import IngestOutcome, Ingestor
 from .source.discovery import iter_session_files, root_is_listable
@@ -43,11 +44,6 @@ class ReconcileSummary:
                 {"path": p.path, "state": p.state, "error": p.error} for p in self.problems
             ],
         }
-
-
-def _under(path: str, root: str) -> bool:
-    root = root.rstrip(os.sep)
-    return path == root or path.startswith(root + os.sep)
 
 
 def reconcile(
@@ -83,7 +79,7 @@ def reconcile(
     # Known sources that the scan did not list: removed only under a root that
     # could be listed, and only when the file itself is confirmed absent.
     for path in writer.known_paths():
-        if path in seen or not any(_under(path, r) for r in listable):
+        if path in seen or not any(is_under(path, r) for r in listable):
             continue
         _account(summary, ingestor.ingest(path), progress)
     summary.seconds = time.monotonic() - started

@@ -29,6 +29,7 @@ import orjson
 
 from .dirty import DirtySet
 from .index.schema import open_writer
+from .auth import is_under
 from .index.writer import IndexWriter
 from .ingest import IngestOutcome, Ingestor
 from .source.discovery import is_session_filename, iter_session_files, root_is_listable
@@ -79,10 +80,6 @@ def _mtime(path: str) -> float:
         return os.stat(path).st_mtime
     except OSError:
         return 0.0
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class Service:
@@ -381,7 +378,7 @@ class Service:
                     if st is not None:
                         self._backlog_bytes += max(0, st.st_size - (row[5] if row else 0))
         for path in known:
-            if path not in seen and any(_under(path, r) for r in listable):
+            if path not in seen and any(is_under(path, r) for r in listable):
                 queued += 1
                 self._backlog_add(path, 0.0)
         self.progress.files_known = len(seen)
@@ -421,7 +418,7 @@ class Service:
         """An absent file proves it is gone only if its root is present, on the
         same device as before (not an empty mount point), and not empty."""
         for root in self.roots:
-            if not _under(path, root):
+            if not is_under(path, root):
                 continue
             if not root_is_listable(root):
                 break
