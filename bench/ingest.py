@@ -35,6 +35,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from piwatchd.status import read_service_state
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 OUT = REPO / "bench" / "out"
@@ -67,18 +69,6 @@ def corpus(nbytes: int, seed: int) -> tuple[Path, dict]:
     return out, m
 
 
-def state(db: Path) -> dict | None:
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            row = conn.execute("SELECT value FROM service_state WHERE key='service'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return json.loads(row[0]) if row else None
-
-
 class Daemon:
     def __init__(self, root: Path, db: Path, settle: float, max_latency: float):
         self.args = [str(BIN / "piwatchd"), "--sessions", str(root), "--db", str(db), "--settle", str(settle),
@@ -91,7 +81,7 @@ class Daemon:
         self.proc = subprocess.Popen(self.args, stderr=open(self.db.parent / "daemon.log", "ab"))
         deadline = t0 + timeout
         while time.monotonic() < deadline:
-            st = state(self.db)
+            st = read_service_state(self.db)
             if st and st["pid"] == self.proc.pid and st["startup_seconds"] is not None:
                 st["wall_seconds"] = round(time.monotonic() - t0, 3)
                 return st

@@ -8,6 +8,7 @@ index tables and a stat of each known source (for the unread backlog).
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import orjson
 
 from .index.schema import open_reader
 
-__all__ = ["collect_status", "STATES"]
+__all__ = ["collect_status", "read_service_state", "STATES"]
 
 STATES = ("ok", "pending", "stale", "unsupported", "unreadable", "duplicate")
 
@@ -29,6 +30,20 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def read_service_state(db_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The live service's last recorded progress, or None when there is none
+    yet (no index, no row, or the index is being created)."""
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT value FROM service_state WHERE key='service'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return orjson.loads(row[0]) if row else None
 
 
 def collect_status(db_path: str | os.PathLike, *, diagnostics_limit: int = 20) -> dict[str, Any]:

@@ -24,6 +24,8 @@ import pytest
 
 from conftest import jsonl, msg, v3_header
 
+from piwatchd.status import read_service_state
+
 BIN = Path(sys.executable).parent
 PIWATCHD = str(BIN / "piwatchd")
 PIWATCH = str(BIN / "piwatch")
@@ -60,15 +62,7 @@ class Daemon:
         return self
 
     def state(self) -> dict | None:
-        try:
-            conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
-            try:
-                row = conn.execute("SELECT value FROM service_state WHERE key='service'").fetchone()
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return None
-        return json.loads(row[0]) if row else None
+        return read_service_state(self.db)
 
     def started(self):
         assert self.proc.poll() is None, self.log.read_text()
