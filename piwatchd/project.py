@@ -59,9 +59,14 @@ def _fragment(
     meta: str = "",
     tool_name: str | None = None,
     call_id: str | None = None,
+    keep_empty: bool = False,
 ) -> Fragment | None:
+    """A fragment, or None for blank text unless `keep_empty` (a tool call or
+    result with no text is still evidence, searchable by its meta words)."""
     if not text or not text.strip():
-        return None
+        if not keep_empty:
+            return None
+        text = ""
     head, tail, full = bound_text(text)
     return Fragment(fragment_id, kind, head, tail, meta, tool_name, call_id, full)
 
@@ -142,9 +147,8 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
                         meta=name,
                         tool_name=name,
                         call_id=_str(block.get("id")),
+                        keep_empty=True,
                     )
-                    # A call with no arguments is still evidence that the tool ran.
-                    or Fragment(f"call.{index}", FragmentKind.TOOL_CALL, "", None, name, name, _str(block.get("id")), 0)
                 )
     elif role == "toolResult":
         name = _str(msg.get("toolName")) or "unknown"
@@ -163,8 +167,8 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
                 meta=f"{name} error" if is_error else name,
                 tool_name=name,
                 call_id=_str(msg.get("toolCallId")),
+                keep_empty=True,
             )
-            or Fragment("result", FragmentKind.TOOL_RESULT, "", None, f"{name} error" if is_error else name, name, _str(msg.get("toolCallId")), 0)
         )
     elif role == "bashExecution":
         exit_code = msg.get("exitCode")

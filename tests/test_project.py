@@ -71,6 +71,10 @@ def test_projection_table(name, data, expected):
 def test_typed_metadata_and_error_state():
     ev = project_entry("s", entry(message("toolResult", toolCallId="c9", toolName="edit", isError=True, content=[])))
     assert ev.is_error and ev.tool_names == ("edit",) and ev.meta["toolCallId"] == "c9"
+    # No visible text, yet the result (and its error state) stays searchable by its meta words.
+    assert [(f.fragment_id, f.text, f.meta) for f in ev.fragments] == [("result", "", "edit error")]
+    call = project_entry("s", entry(message("assistant", content=[{"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}])))
+    assert [(f.fragment_id, f.text, f.meta, f.call_id) for f in call.fragments] == [("call.0", "", "ls", "c1")]
     assert ev.context_role.value == "conversation"
     v1 = project_entry("s", entry({"type": "compaction", "summary": "s", "firstKeptEntryIndex": 293}))
     assert v1.meta["firstKeptEntryId"] == "v1-000293"
