@@ -162,6 +162,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
         snap = service.snapshot()
         snap["uptimeSeconds"] = round(time.time() - started, 1)
         snap["socket"] = str(sock_path)
+        snap["requestsServed"] = server.requests_served
         snap["backlog"] = snap.get("backlog_files")
         snap["lastScanMs"] = (snap.get("last_scan") or {}).get("finished_ms") if isinstance(snap.get("last_scan"), dict) else None
         return snap

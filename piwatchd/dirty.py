@@ -94,10 +94,6 @@ class DirtySet:
         with self._cond:
             return len(self._marks)
 
-    def has_work(self) -> bool:
-        with self._cond:
-            return bool(self._dirs or self._reconcile)
-
     def wait(self, timeout: float | None) -> None:
         """Sleep until a producer signals or `timeout` passes."""
         with self._cond:

@@ -181,6 +181,7 @@ def test_cli_talks_to_the_daemon_and_falls_back(world):
     assert "s-prefix" in {h["sessionId"] for h in everything["hits"]}
     status = world.cli("status", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["running"] is True
+    assert json.loads(status.stdout)["service"]["requestsServed"] >= 2  # the searches above
     human = world.cli("status")
     assert human.returncode == 0 and "piwatchd 0.1.0 running" in human.stdout and "6 sessions" in human.stdout, human
     world.stop()
