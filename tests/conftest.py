@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -11,9 +12,29 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+# Real Pi sessions vendored with provenance and licences (tests/fixtures/README.md);
+# the large ones are gzipped, so tests go through fixture_bytes / copy_fixture.
+FIXTURES = REPO / "tests" / "fixtures"
 sys.path.insert(0, str(REPO / "tests"))
+
+
+def fixture_bytes(name: str) -> bytes:
+    """The bytes of a vendored fixture (`pi-mono-v1/large-session.jsonl`), gzipped or not."""
+    plain = FIXTURES / name
+    if plain.exists():
+        return plain.read_bytes()
+    return gzip.decompress((FIXTURES / (name + ".gz")).read_bytes())
+
+
+def fixture_names(folder: str) -> list[str]:
+    """The fixture names in a folder, without any `.gz` suffix."""
+    return sorted(f"{folder}/{p.name.removesuffix('.gz')}" for p in (FIXTURES / folder).glob("*.jsonl*"))
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    """Write a fixture's plain bytes to `dest` (a file path) and return it."""
+    dest.write_bytes(fixture_bytes(name))
+    return dest
 
 
 @pytest.fixture

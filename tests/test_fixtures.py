@@ -1,17 +1,16 @@
-"""The real Pi sessions in shared/fixtures index without loss."""
+"""The real Pi sessions vendored in tests/fixtures index without loss."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import pytest
-from conftest import FIXTURES
+from conftest import copy_fixture, fixture_bytes, fixture_names
 
 from piwatchd.direct import index_once
 
-V1 = FIXTURES / "pi-mono-v1"
+V1 = "pi-mono-v1"
 
 
 @pytest.fixture(scope="module")
@@ -19,22 +18,26 @@ def indexed(tmp_path_factory):
     root = tmp_path_factory.mktemp("fx")
     sessions = root / "sessions" / "--Users-badlogic-workspaces-pi-mono--"
     sessions.mkdir(parents=True)
-    for f in list(V1.glob("*.jsonl")) + list((FIXTURES / "third-party").glob("*.jsonl")):
-        shutil.copy(f, sessions / f.name)
+    names = fixture_names(V1) + fixture_names("third-party")
+    assert len(names) == 4, names  # a missing fixture fails here, never silently shrinks the test
+    for name in names:
+        copy_fixture(name, sessions / name.split("/")[-1])
     summary = index_once(root / "db.sqlite3", [str(root / "sessions")])
     conn = sqlite3.connect(root / "db.sqlite3")
     yield summary, conn, sessions
     conn.close()
 
 
-def source_lines(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def source_lines(name):
+    """The JSON lines of a fixture (by name) or of a file (by path)."""
+    data = name.read_bytes() if hasattr(name, "read_bytes") else fixture_bytes(name)
+    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
 
 @pytest.mark.parametrize("name, aborted_calls", [("before-compaction.jsonl", 6), ("large-session.jsonl", 18)])
 def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
     summary, conn, _ = indexed
-    lines = source_lines(V1 / name)
+    lines = source_lines(f"{V1}/{name}")
     sid = lines[0]["id"]
     entries = lines[1:]
     types = {}
@@ -58,10 +61,10 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
 
 def test_v1_compaction_first_kept_index_resolves(indexed):
     _, conn, _ = indexed
-    sid = source_lines(V1 / "before-compaction.jsonl")[0]["id"]
+    sid = source_lines(f"{V1}/before-compaction.jsonl")[0]["id"]
     metas = [json.loads(m) for (m,) in conn.execute("SELECT meta FROM events WHERE session_id=? AND type='compaction'", (sid,))]
     assert len(metas) == 2
-    lines = source_lines(V1 / "before-compaction.jsonl")
+    lines = source_lines(f"{V1}/before-compaction.jsonl")
     for meta in metas:
         kept = meta["firstKeptEntryId"]
         row = conn.execute("SELECT type, ordinal FROM events WHERE session_id=? AND entry_id=?", (sid, kept)).fetchone()
@@ -77,10 +80,10 @@ def test_branched_from_and_thirdparty_files(indexed):
     parent = conn.execute("SELECT parent_session FROM sessions WHERE session_id='ffae836b-9420-4060-ac13-7745215f90ff'").fetchone()[0]
     assert parent.endswith("d97339c6-6c10-4827-846b-9ff1d9c3dc37.jsonl")
     # The irregular OpenClaw file indexes what it can: every line is an event.
-    irregular = source_lines(FIXTURES / "third-party" / "openclaw-irregular.jsonl")
+    irregular = source_lines("third-party/openclaw-irregular.jsonl")
     n = conn.execute("SELECT count(*) FROM events WHERE session_id=?", (irregular[0]["id"],)).fetchone()[0]
     assert n == len(irregular) - 1
-    small = source_lines(FIXTURES / "third-party" / "pi-v3-small.jsonl")
+    small = source_lines("third-party/pi-v3-small.jsonl")
     ids = {r[0] for r in conn.execute("SELECT entry_id FROM events WHERE session_id=?", (small[0]["id"],))}
     assert ids == {e["id"] for e in small[1:]}
 

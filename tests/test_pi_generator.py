@@ -371,10 +371,9 @@ def test_v1_and_v2_migration_in_scenarios(scen):
     roles = [e["message"]["role"] for e in entries_of(v2["path"])[1] if e["type"] == "message"]
     assert "hookMessage" not in roles and "custom" in roles
 
-    fx = [f for f in scen["files"] if f["scenario"] == "migrated-v1-fixture"]
-    if fx:  # only when the shared pi-mono fixture is present
-        assert (fx[0]["migration"]["preVersion"], fx[0]["version"]) == (1, 3)
-        assert all("id" in e for e in entries_of(fx[0]["path"])[1])
+    fx = by_scenario(scen, "migrated-v1-fixture")  # the vendored pi-mono v1 session, always present
+    assert (fx["migration"]["preVersion"], fx["version"]) == (1, 3)
+    assert all("id" in e for e in entries_of(fx["path"])[1])
 
 
 def test_scenario_projection_matches_reference(scen, version):

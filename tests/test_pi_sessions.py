@@ -4,11 +4,10 @@ with its kind, and no private or non-searchable marker is ever found."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
 import pytest
-from conftest import FIXTURES
+from conftest import copy_fixture
 
 from piwatchd.direct import index_once, search_index
 
@@ -119,7 +118,7 @@ def test_v1_file_then_pi_migration(tmp_path, pi):
     folder = tmp_path / "sessions" / "--Users-badlogic-workspaces-pi-mono--"
     folder.mkdir(parents=True)
     path = folder / "large-session.jsonl"
-    shutil.copy(FIXTURES / "pi-mono-v1" / "large-session.jsonl", path)
+    copy_fixture("pi-mono-v1/large-session.jsonl", path)
     db = tmp_path / "db.sqlite3"
     index_once(db, [str(tmp_path / "sessions")])
     conn = sqlite3.connect(db)

@@ -75,13 +75,15 @@
 // session written here has an assistant message early on.
 
 import { createHash } from "node:crypto";
+import { gunzipSync } from "node:zlib";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const PACKAGES = { "1.6.0": "pi160", "0.73.1": "pi073" };
-const DEFAULT_V1_FIXTURE = "/work/shared/fixtures/pi-mono-v1/large-session.jsonl";
+// The real v1 session vendored in the repository (gzipped; see tests/fixtures/README.md).
+const DEFAULT_V1_FIXTURE = path.join(HERE, "..", "fixtures", "pi-mono-v1", "large-session.jsonl.gz");
 
 // Keep stdout for the manifest only.
 console.log = (...a) => console.error(...a);
@@ -1090,11 +1092,12 @@ async function runScenarios(pi, opts) {
 	if (v1Opt !== "none") {
 		const src = v1Opt && v1Opt !== true ? path.resolve(v1Opt) : DEFAULT_V1_FIXTURE;
 		if (fs.existsSync(src)) {
-			const header = JSON.parse(fs.readFileSync(src, "utf8").split("\n", 1)[0]);
+			const bytes = src.endsWith(".gz") ? gunzipSync(fs.readFileSync(src)) : fs.readFileSync(src);
+			const header = JSON.parse(bytes.toString("utf8").split("\n", 1)[0]);
 			const dir = path.join(sessionsDir, `--${String(header.cwd).replace(/^[/\\]/, "").replace(/[/\\:]/g, "-")}--`);
 			fs.mkdirSync(dir, { recursive: true });
 			const dest = path.join(dir, `${String(header.timestamp).replace(/[:.]/g, "-")}_${header.id}.jsonl`);
-			fs.copyFileSync(src, dest);
+			fs.writeFileSync(dest, bytes);
 			const { migration } = migrateFile(pi, dest);
 			results.push({ scenario: "migrated-v1-fixture", path: dest, notes: [`copy of ${src}`], migration, source: src });
 			v1Fixture = { source: src, path: dest };
