@@ -11,7 +11,6 @@ when it is really absent.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -22,10 +21,11 @@ from .index.writer import IndexWriter, SourceRecord
 from .model import Diagnostic
 from .prefetch import prefetch
 from .project import project_entry
+from .source.fingerprint import Window
 from .source.lines import split_complete_lines
 from .source.parser import ParserState, UnsupportedSource, parse_lines
-from .source.reader import observe, read_chunks
-from .source.tailer import FINGERPRINT_BYTES, Change, Checkpoint, Observation, classify
+from .source.reader import observe, open_source, read_chunks
+from .source.tailer import Change, Checkpoint, Observation, classify
 
 __all__ = ["Ingestor", "IngestOutcome"]
 
@@ -40,23 +40,6 @@ class IngestOutcome:
     state: str = "ok"
     error: str | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
-
-
-class _Window:
-    """The first and the most recent FINGERPRINT_BYTES of the bytes consumed."""
-
-    def __init__(self, prefix: bytes = b"", tail: bytes = b"") -> None:
-        self.prefix = prefix
-        self.tail = tail
-
-    def feed(self, data: bytes) -> None:
-        if len(self.prefix) < FINGERPRINT_BYTES:
-            self.prefix += data[: FINGERPRINT_BYTES - len(self.prefix)]
-        self.tail = (self.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
-
-
-def _hash(data: bytes) -> str | None:
-    return hashlib.blake2b(data, digest_size=16).hexdigest() if data else None
 
 
 # Small enough that a typical session file spans several chunks, so parsing
@@ -162,7 +145,7 @@ class Ingestor:
     def _rebuild(self, path: str, record: SourceRecord | None, obs: Observation, change: Change) -> IngestOutcome:
         outcome = IngestOutcome(path, change)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_source(path)
         except FileNotFoundError:
             return self._gone(path, record)
         except OSError as exc:
@@ -196,7 +179,7 @@ class Ingestor:
             if owner and owner[0] == source_id:
                 w.delete_session(previous_session)
         w.clear_diagnostics(source_id)
-        self._ingest_range(fd, path, source_id, 0, obs, ParserState(), _Window(), outcome, full=True)
+        self._ingest_range(fd, path, source_id, 0, obs, ParserState(), Window(), outcome, full=True)
 
     def _ingest_range(
         self,
@@ -206,7 +189,7 @@ class Ingestor:
         start: int,
         obs: Observation,
         state: ParserState,
-        window: _Window,
+        window: Window,
         outcome: IngestOutcome,
         *,
         full: bool,
@@ -242,10 +225,7 @@ class Ingestor:
         outcome.bytes_read = consumed - start
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"
-        checkpoint = Checkpoint(
-            obs.dev, obs.ino, obs.size, obs.mtime_ns, consumed,
-            len(window.prefix), _hash(window.prefix), len(window.tail), _hash(window.tail),
-        )
+        checkpoint = Checkpoint(obs.dev, obs.ino, obs.size, obs.mtime_ns, consumed, *window.hashes())
         w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
 
     def _claim_session(self, source_id: int, path: str, session_id: str) -> None:
@@ -263,7 +243,7 @@ class Ingestor:
         assert cp is not None and record.parser_state is not None
         outcome = IngestOutcome(path, Change.APPENDED, record.session_id)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_source(path)
         except FileNotFoundError:
             return self._gone(path, record)
         except OSError as exc:
@@ -271,7 +251,7 @@ class Ingestor:
         try:
             # The checkpoint's own ranges, re-read so the new fingerprints are
             # computed from exactly the bytes that were verified and parsed.
-            window = _Window(
+            window = Window(
                 os.pread(fd, cp.prefix_len, 0),
                 os.pread(fd, cp.tail_len, cp.consumed - cp.tail_len),
             )

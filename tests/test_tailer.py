@@ -7,7 +7,6 @@ observations from real byte strings with the same hashing the reader uses, so
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -16,20 +15,25 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from piwatchd.source.fingerprint import Window
+from piwatchd.source.fingerprint import digest as _h
 from piwatchd.source.lines import RawLine, decode_line, split_complete_lines
 from piwatchd.source.reader import read_chunks
-from piwatchd.source.tailer import FINGERPRINT_BYTES, Change, Checkpoint, Observation, classify
-
-
-def _h(data: bytes) -> str | None:
-    return hashlib.blake2b(data, digest_size=16).hexdigest() if data else None
+from piwatchd.source.tailer import (
+    FINGERPRINT_BYTES,
+    Change,
+    Checkpoint,
+    Observation,
+    classify,
+)
 
 
 def checkpoint_for(content: bytes, *, dev=1, ino=10, mtime=100) -> Checkpoint:
     """The checkpoint ingest would save after reading `content` (up to its last newline)."""
     consumed = content.rfind(b"\n") + 1
-    n = min(FINGERPRINT_BYTES, consumed)
-    return Checkpoint(dev, ino, len(content), mtime, consumed, n, _h(content[:n]), n, _h(content[consumed - n : consumed]))
+    window = Window()
+    window.feed(content[:consumed])
+    return Checkpoint(dev, ino, len(content), mtime, consumed, *window.hashes())
 
 
 def observe_bytes(content: bytes, cp: Checkpoint | None, *, dev=1, ino=10, mtime=100) -> Observation:

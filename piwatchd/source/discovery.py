@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
-__all__ = ["SessionRoot", "agent_dir", "discover_roots", "iter_session_files", "is_session_filename"]
+__all__ = ["SessionRoot", "agent_dir", "discover_roots", "is_session_filename", "iter_session_files"]
 
 
 @dataclass(frozen=True, slots=True)

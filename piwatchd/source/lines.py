@@ -20,7 +20,7 @@ import orjson
 
 from ..model import Diagnostic
 
-__all__ = ["RawLine", "split_complete_lines", "decode_line", "DecodedLine"]
+__all__ = ["DecodedLine", "RawLine", "decode_line", "split_complete_lines"]
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 

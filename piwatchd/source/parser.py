@@ -14,21 +14,22 @@ format 4, and anything whose first line is not a session header.
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any
 
 from ..model import Diagnostic, Entry, Header, SourceFormat
+from .fingerprint import line_fingerprint
 from .lines import RawLine, decode_line
 
 __all__ = [
-    "ParserState",
-    "ParseResult",
-    "UnsupportedSource",
-    "parse_lines",
-    "line_fingerprint",
-    "v1_entry_id",
     "STREAM_EVENT_TYPES",
+    "ParseResult",
+    "ParserState",
+    "UnsupportedSource",
+    "line_fingerprint",
+    "parse_lines",
+    "v1_entry_id",
 ]
 
 # `pi --mode json` writes these after a session-shaped first line: a stdout
@@ -55,10 +56,6 @@ STREAM_EVENT_TYPES = frozenset(
 
 class UnsupportedSource(Exception):
     """The file is not a Pi session this reader understands; index none of it."""
-
-
-def line_fingerprint(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
 def v1_entry_id(index: int) -> str:
@@ -93,7 +90,7 @@ class ParserState:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ParserState":
+    def from_json(cls, data: dict[str, Any]) -> ParserState:
         h = data.get("header")
         header = None
         if h is not None:

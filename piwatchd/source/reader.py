@@ -1,51 +1,102 @@
-"""File I/O for sources: observe a file against its checkpoint, read byte ranges."""
+"""File I/O for sources: open defensively, observe a file against its
+checkpoint, read newline-aligned byte ranges.
+
+Every open of a session file goes through `open_source`: a FIFO named
+`*.jsonl` would block a plain `open()` forever (and with it the only ingest
+thread), a device could answer endlessly, and a directory or socket has no
+lines. Only regular files are read, and opening never blocks.
+"""
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-from typing import Iterator
+import stat
+from collections.abc import Iterator
 
-from .tailer import FINGERPRINT_BYTES, Checkpoint, Observation
+from .fingerprint import hash_range
+from .tailer import Checkpoint, Observation
 
-__all__ = ["observe", "read_chunks", "hash_range", "checkpoint_hashes", "READ_CHUNK"]
+__all__ = ["READ_CHUNK", "NotRegularFile", "observe", "open_source", "read_chunks"]
 
 READ_CHUNK = 8 * 1024 * 1024
 
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
-def hash_range(fd: int, start: int, length: int) -> str | None:
-    if length <= 0:
+
+class NotRegularFile(OSError):
+    """The path names a FIFO, socket, device or directory: never read."""
+
+    def __str__(self) -> str:
+        return self.strerror or "not a regular file"
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, or None for a regular file."""
+    if stat.S_ISREG(mode):
         return None
-    data = os.pread(fd, length, start)
-    if len(data) != length:
-        return None
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
 
 
-def checkpoint_hashes(fd: int, consumed: int) -> tuple[int, str | None, int, str | None]:
-    """(prefix_len, prefix_hash, tail_len, tail_hash) proving bytes before `consumed`."""
-    n = min(FINGERPRINT_BYTES, consumed)
-    return n, hash_range(fd, 0, n), n, hash_range(fd, consumed - n, n)
+def _refuse(fd: int | None, mode: int) -> None:
+    kind = _kind(mode)
+    if kind is not None:
+        if fd is not None:
+            os.close(fd)
+        raise NotRegularFile(errno.EINVAL, f"{kind}, not a regular file: never read")
+
+
+def open_source(path: str) -> int:
+    """A read-only descriptor of the regular file at `path`.
+
+    Stat first (a FIFO or device is never opened at all), then open with
+    O_NONBLOCK (a FIFO swapped in meanwhile cannot block the open) and check
+    again on the descriptor, which is what is read. Raises OSError, including
+    NotRegularFile.
+    """
+    _refuse(None, os.stat(path).st_mode)
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    _refuse(fd, mode)
+    return fd
+
+
+def _error(exc: OSError) -> str:
+    if isinstance(exc, NotRegularFile):
+        return str(exc)
+    return errno.errorcode.get(exc.errno or 0, str(exc))
 
 
 def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
-    """Stat and fingerprint `path`; never raises for a missing or unreadable file."""
+    """Stat and fingerprint `path`; never raises for a missing, unreadable or
+    non-regular file (the latter two are observations with an error)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return Observation(exists=False)
-    except NotADirectoryError:
+        fd = open_source(path)
+    except (FileNotFoundError, NotADirectoryError):
         return Observation(exists=False)
     except OSError as exc:
-        return Observation(exists=True, error=errno.errorcode.get(exc.errno or 0, str(exc)))
+        return Observation(exists=True, error=_error(exc))
+    except ValueError:  # a NUL in the path: nothing can exist there
+        return Observation(exists=False)
     try:
         st = os.fstat(fd)
         prefix_hash = tail_hash = None
-        if checkpoint is not None and (st.st_dev, st.st_ino) == (checkpoint.dev, checkpoint.ino):
-            if st.st_size >= checkpoint.consumed:
-                prefix_hash = hash_range(fd, 0, checkpoint.prefix_len)
-                tail_hash = hash_range(fd, checkpoint.consumed - checkpoint.tail_len, checkpoint.tail_len)
+        same = checkpoint is not None and (st.st_dev, st.st_ino) == (checkpoint.dev, checkpoint.ino)
+        if same and st.st_size >= checkpoint.consumed:
+            prefix_hash = hash_range(fd, 0, checkpoint.prefix_len)
+            tail_hash = hash_range(fd, checkpoint.consumed - checkpoint.tail_len, checkpoint.tail_len)
         return Observation(
             exists=True,
             dev=st.st_dev,
@@ -56,7 +107,7 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
             tail_hash=tail_hash,
         )
     except OSError as exc:
-        return Observation(exists=True, error=errno.errorcode.get(exc.errno or 0, str(exc)))
+        return Observation(exists=True, error=_error(exc))
     finally:
         os.close(fd)
 

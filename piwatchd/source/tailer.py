@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["Checkpoint", "Observation", "Change", "classify", "FINGERPRINT_BYTES"]
+from .fingerprint import FINGERPRINT_BYTES
 
-# Bytes hashed at the start of the file and just before the checkpoint offset.
-FINGERPRINT_BYTES = 4096
+__all__ = ["FINGERPRINT_BYTES", "Change", "Checkpoint", "Observation", "classify"]
 
 
 class Change(str, Enum):
