@@ -27,6 +27,11 @@ __all__ = ["main", "build_parser", "run"]
 
 log = logging.getLogger("piwatchd")
 
+# SIGTERM never hangs: the ingest thread gets this long to commit its current
+# file; after that the process exits anyway (an uncommitted transaction simply
+# rolls back, and the next start re-reads from the last checkpoint).
+STOP_TIMEOUT = 10.0
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -204,7 +209,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
         notify("STOPPING=1")
         server.stop()
         watcher.stop()
-        service.stop(timeout=None)
+        service.stop(timeout=STOP_TIMEOUT)
         lock.close()
         instance_lock.close()
     if service.failed is not None and rc == 0:

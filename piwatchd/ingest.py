@@ -12,18 +12,21 @@ when it is really absent.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
+
+import orjson
 
 from .index.tree_store import TreeBatch
 from .index.writer import IndexWriter, SourceRecord
-from .model import Diagnostic
+from .model import Diagnostic, Entry, Event, excerpt
 from .prefetch import prefetch
 from .project import project_entry
 from .source.fingerprint import Window
 from .source.lines import split_complete_lines
-from .source.parser import ParserState, UnsupportedSource, parse_lines
+from .source.parser import ParseResult, ParserState, UnsupportedSource, parse_lines
 from .source.reader import observe, open_source, read_chunks
 from .source.tailer import Change, Checkpoint, Observation, classify
 
@@ -53,8 +56,40 @@ def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState) -> It
         lines, end = split_complete_lines(data, offset)
         result = parse_lines(state, lines)
         state = result.state
-        events = [project_entry(state.header.session_id, e) for e in result.entries] if result.entries else []
+        events: list[Event] = []
+        if result.entries:
+            result, events = project_contained(state.header.session_id, result)
         yield offset, data, end, result, events
+
+
+def project_contained(session_id: str, result: ParseResult) -> tuple[ParseResult, list[Event]]:
+    """Project each entry. One that cannot be projected, or whose metadata
+    cannot be stored, is kept bare (identity and type, no content) and
+    reported at its byte offset: it never blocks the entries after it."""
+    events: list[Event] = []
+    entries: list[Entry] = []
+    diagnostics: list[Diagnostic] = []
+    for entry in result.entries:
+        try:
+            event = project_entry(session_id, entry)
+            orjson.dumps(event.meta)  # what the writer stores; deep nesting fails here
+        except Exception as exc:
+            diagnostics.append(Diagnostic(
+                "unprojectable",
+                f"entry {excerpt(entry.entry_id)} indexed without its content: {type(exc).__name__}: {excerpt(str(exc))}",
+                entry.byte_offset,
+            ))
+            entry = replace(entry, data={k: entry.data[k] for k in _BARE_KEYS if k in entry.data})
+            event = project_entry(session_id, entry)
+        entries.append(entry)
+        events.append(event)
+    if diagnostics:
+        result = replace(result, entries=entries, diagnostics=[*result.diagnostics, *diagnostics])
+    return result, events
+
+
+# What a bare entry keeps: enough for its place in the tree.
+_BARE_KEYS = ("type", "id", "parentId", "timestamp")
 
 
 class Ingestor:
@@ -76,6 +111,29 @@ class Ingestor:
     # -- entry point ---------------------------------------------------------
 
     def ingest(self, path: str) -> IngestOutcome:
+        """Bring `path` up to date. A bad file never raises: an unexpected
+        error while handling it is recorded against it with the byte offset
+        reached, and it is retried only when it changes. Errors of the index
+        (SQLite) and of reading (OSError) propagate: they are not the file's
+        fault, and the caller retries."""
+        self._at = 0
+        try:
+            return self._ingest(path)
+        except (sqlite3.Error, OSError, MemoryError):
+            raise
+        except Exception as exc:
+            return self._contain(path, exc)
+
+    def _contain(self, path: str, exc: Exception) -> IngestOutcome:
+        record = self.writer.source(path)
+        obs = observe(path, record.checkpoint if record else None)
+        error = _ContainedError(
+            f"cannot index from byte {self._at}: {type(exc).__name__}: {excerpt(str(exc))}; "
+            "retried when the file changes"
+        )
+        return self._fail(path, record, obs, classify(record.checkpoint if record else None, obs), error)
+
+    def _ingest(self, path: str) -> IngestOutcome:
         record = self.writer.source(path)
         checkpoint = record.checkpoint if record else None
         obs = observe(path, checkpoint)
@@ -203,7 +261,8 @@ class Ingestor:
             # Worth a helper thread only when there is a next chunk to parse.
             chunks = prefetch(chunks)
         consumed = start
-        for _offset, data, end, result, events in chunks:
+        for offset, data, end, result, events in chunks:
+            self._at = offset
             header_before = state.header
             state = result.state
             if header_before is None and state.header is not None:
@@ -235,7 +294,7 @@ class Ingestor:
         if owner is None or owner[0] == source_id:
             return
         if os.path.exists(owner[1]):
-            raise _DuplicateSession(f"session id {session_id} is already indexed from {owner[1]}; this copy is not indexed")
+            raise _DuplicateSession(f"session id {excerpt(session_id)} is already indexed from {owner[1]}; this copy is not indexed")
         self.writer.delete_session(session_id)
 
     def _append(self, path: str, record: SourceRecord, obs: Observation) -> IngestOutcome:
@@ -274,4 +333,8 @@ class Ingestor:
 
 class _DuplicateSession(Exception):
     pass
+
+
+class _ContainedError(Exception):
+    """An unexpected error while indexing one file, recorded against it."""
 

@@ -24,7 +24,20 @@ __all__ = [
     "Fragment",
     "Event",
     "OMISSION_MARKER",
+    "excerpt",
 ]
+
+# Source values quoted in a message (an error, a diagnostic) are cut to this
+# many characters: one huge value must not grow every status or response.
+EXCERPT_CHARS = 60
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """`repr(value)`, cut to `limit` characters with the full length noted. Pure."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class FragmentKind(str, Enum):

@@ -119,15 +119,21 @@ class Service:
     # -- lifecycle (any thread) ------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="piwatchd-ingest", daemon=False)
+        # A daemon thread, so a bounded stop() can end the process even mid-file.
+        self._thread = threading.Thread(target=self._run, name="piwatchd-ingest", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Finish the current batch, commit, close. Joins the thread."""
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Finish the current file, commit, close. Joins the thread for at
+        most `timeout` seconds; False when it is still running then."""
         self._stop.set()
         self.dirty.wake()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("ingest thread did not stop within %.0fs; exiting without it", timeout)
+                return False
+        return True
 
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from ..model import Diagnostic, Event, Header
+from ..model import Diagnostic, Event, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
 
@@ -44,7 +44,10 @@ def canonical_cwd(cwd: str | None) -> str | None:
     norm = normalize_cwd(cwd)
     if norm is None or not norm.startswith("/"):
         return norm
-    return os.path.realpath(norm)
+    try:
+        return os.path.realpath(norm)
+    except ValueError:  # a NUL in the recorded cwd: no directory can match it
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +311,7 @@ class IndexWriter:
                 diagnostics.append(
                     Diagnostic(
                         "duplicate-id",
-                        f"entry id {ev.entry_id!r} repeated; the later line's content wins (as in Pi)",
+                        f"entry id {excerpt(ev.entry_id)} repeated; the later line's content wins (as in Pi)",
                         ev.byte_offset,
                     )
                 )

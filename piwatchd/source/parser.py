@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..model import Diagnostic, Entry, Header, SourceFormat
+from ..model import Diagnostic, Entry, Header, SourceFormat, excerpt
 from .fingerprint import line_fingerprint
 from .lines import RawLine, decode_line
 
@@ -130,7 +130,7 @@ def _header_from(obj: dict[str, Any], offset: int) -> Header:
     elif version == 3:
         fmt = SourceFormat.V3
     else:
-        raise UnsupportedSource(f"session header version {version!r} is not supported (known: 1, 2, 3)")
+        raise UnsupportedSource(f"session header version {excerpt(version)} is not supported (known: 1, 2, 3)")
     cwd = obj.get("cwd")
     parent = obj.get("parentSession") or obj.get("branchedFrom")
     return Header(
@@ -154,7 +154,7 @@ def _classify_first(obj: Any, offset: int) -> Header | None:
         raise UnsupportedSource("agent-core format 4 session (kind=header) is not supported yet")
     if obj.get("type") != "session":
         raise UnsupportedSource(
-            f"first line (byte {offset}) is not a Pi session header (type={obj.get('type')!r})"
+            f"first line (byte {offset}) is not a Pi session header (type={excerpt(obj.get('type'))})"
         )
     return _header_from(obj, offset)
 
@@ -192,7 +192,7 @@ def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
         etype = obj.get("type")
         if etype in STREAM_EVENT_TYPES:
             raise UnsupportedSource(
-                f"line at byte {line.offset} has type {etype!r}: this is a `pi --mode json` stream, not a session file"
+                f"line at byte {line.offset} has type {excerpt(etype)}: this is a `pi --mode json` stream, not a session file"
             )
         objects_seen += 1
         if etype == "session":
@@ -211,7 +211,7 @@ def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
         else:
             raw_id = obj.get("id")
             if not isinstance(raw_id, str) or not raw_id:
-                diagnostics.append(Diagnostic("no-id", f"{etype} entry without an id; skipped", line.offset))
+                diagnostics.append(Diagnostic("no-id", f"{excerpt(etype)} entry without an id; skipped", line.offset))
                 continue
             entry_id = raw_id
             raw_parent = obj.get("parentId")
@@ -221,7 +221,7 @@ def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
                 diagnostics.append(
                     Diagnostic(
                         "duplicate-id",
-                        f"entry id {entry_id!r} repeated; the later line's content wins (as in Pi)",
+                        f"entry id {excerpt(entry_id)} repeated; the later line's content wins (as in Pi)",
                         line.offset,
                     )
                 )

@@ -1,0 +1,170 @@
+"""Hostile sources against piwatchd as a real process (issue 10, items 1-2).
+
+Each class is tested with several variants: non-regular files named
+`*.jsonl` (FIFO, socket, device, directory; new and replacing a known
+session), entries the projection cannot store (deep nesting in several
+entry types, a NUL in the header cwd, huge ids and values), and SIGTERM
+while all of that is present. The daemon must keep indexing the other
+files and the entries after a bad one, report each problem against its file
+(with the byte offset) in `status`, quote source values only in short
+excerpts, and stop promptly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def deep(n: int) -> dict:
+    out: dict = {}
+    cur = out
+    for _ in range(n):
+        cur["a"] = {}
+        cur = cur["a"]
+    return out
+
+
+def session(sid: str, *entries, cwd: str = "/work/proj") -> bytes:
+    return jsonl(v3_header(sid, cwd), msg(f"{sid}-a", None, "user", f"opening {sid}"), *entries)
+
+
+def after(sid: str, parent: str, word: str) -> bytes:
+    return jsonl(msg(f"{sid}-z", parent, "user", f"{word} arrives after the bad entry"))
+
+
+def status_db(db) -> dict:
+    out = subprocess.run([PIWATCH, "status", "--db", str(db), "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode in (0, 2), out.stderr
+    return json.loads(out.stdout)
+
+
+def test_non_regular_files_never_block_and_are_reported(live):
+    folder = live.root / FOLDER
+    live.path.write_bytes(session("s-1"))
+    known = folder / "known.jsonl"
+    known.write_bytes(session("s-known"))
+    d = live.daemon()
+    poll(lambda: search_cli(live.db, "opening") and len(search_cli(live.db, "opening")) == 2)
+    # New non-regular files, one of each kind, all named like sessions.
+    os.mkfifo(folder / "fifo.jsonl")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(folder / "sock.jsonl"))
+    os.symlink("/dev/zero", folder / "device.jsonl")
+    (folder / "dir.jsonl").mkdir()
+    # A known session replaced by a FIFO: never read, and its index is kept.
+    known.unlink()
+    os.mkfifo(known)
+    d.sighup_and_wait_scan()  # whatever the watcher reported, a scan sees them too
+    with open(live.path, "ab") as fh:
+        fh.write(after("s-1", "s-1-a", "kestrel"))
+    poll(lambda: search_cli(live.db, "kestrel") == [("s-1", "s-1-z")], message="append beside FIFOs")
+
+    def reported():
+        problems = {os.path.basename(p["path"]): p for p in status_db(live.db)["sources"]["problems"]}
+        return problems if {"fifo.jsonl", "known.jsonl", "device.jsonl", "sock.jsonl"} <= set(problems) else None
+
+    problems = poll(reported, 15, message="non-regular files reported in status")
+    assert "FIFO, not a regular file" in problems["fifo.jsonl"]["error"]
+    assert "device, not a regular file" in problems["device.jsonl"]["error"]
+    assert problems["known.jsonl"]["state"] == "unreadable"
+    assert ("s-known", "s-known-a") in search_cli(live.db, "opening")  # kept, not removed
+    # The daemon's own status says so too, and SIGTERM is prompt.
+    assert d.proc.poll() is None
+    started = time.monotonic()
+    assert d.stop() == 0
+    assert time.monotonic() - started < 10
+    sock.close()
+
+
+@pytest.mark.parametrize("name, bad", [
+    ("tool-args", lambda p: msg("s-b", p, "assistant", [{"type": "toolCall", "id": "t1", "name": "bash",
+                                                          "arguments": deep(300)}])),
+    ("display", lambda p: {"type": "custom_message", "id": "s-b", "parentId": p, "customType": "k",
+                           "display": deep(300), "content": "shown"}),
+    ("label-target", lambda p: {"type": "label", "id": "s-b", "parentId": p, "targetId": deep(300), "label": "x"}),
+    ("tool-result", lambda p: msg("s-b", p, "toolResult", [{"type": "text", "text": "r"}],
+                                  toolCallId=deep(300), toolName=["x"])),
+    ("model", lambda p: {"type": "model_change", "id": "s-b", "parentId": p, "provider": deep(300)}),
+])
+def test_unstorable_entry_never_blocks_the_entries_after_it(live, name, bad):
+    live.path.write_bytes(session("s-1"))
+    d = live.daemon()
+    poll(lambda: search_cli(live.db, "opening") == [("s-1", "s-1-a")])
+    offset = live.path.stat().st_size
+    with open(live.path, "ab") as fh:
+        fh.write(jsonl(bad("s-1-a")))
+    with open(live.path, "ab") as fh:
+        fh.write(jsonl(msg("s-1-z", "s-b", "user", "osprey arrives after the bad entry")))
+    poll(lambda: search_cli(live.db, "osprey") == [("s-1", "s-1-z")], message=f"entry after a bad {name}")
+    ids = [r[0] for r in q(live.db, "SELECT entry_id FROM events WHERE session_id='s-1' ORDER BY ordinal")]
+    assert ids == ["s-1-a", "s-b", "s-1-z"]  # the bad entry keeps its place in the tree
+    st = status_db(live.db)
+    recent = [r for r in st["diagnostics"]["recent"] if r["code"] == "unprojectable"]
+    assert [r["byteOffset"] for r in recent] == [offset]
+    assert st["sources"]["byState"]["ok"] == 1 and not st["sources"]["problems"]
+    assert d.stop() == 0
+
+
+def test_bad_headers_and_huge_values_stay_contained(live):
+    folder = live.root / FOLDER
+    # A NUL in the recorded cwd; a huge session id; an unsupported first line with a huge value.
+    (folder / "nul.jsonl").write_bytes(session("s-nul", cwd="/work/pr\x00oj"))
+    huge = "h" * 200_000
+    (folder / "huge.jsonl").write_bytes(jsonl(v3_header("s-huge"), msg(huge, None, "user", "hugeid heron"),
+                                              msg(huge, None, "user", "hugeid repeated")))
+    (folder / "other.jsonl").write_bytes(jsonl({"type": "x" * 1_000_000}))
+    live.path.write_bytes(session("s-1"))
+    d = live.daemon()
+    poll(lambda: len(search_cli(live.db, "opening")) == 2, message="sessions beside bad headers")
+    assert ("s-nul", "s-nul-a") in search_cli(live.db, "opening")
+    with open(folder / "nul.jsonl", "ab") as fh:
+        fh.write(after("s-nul", "s-nul-a", "pelican"))
+    poll(lambda: search_cli(live.db, "pelican") == [("s-nul", "s-nul-z")], message="append after a NUL cwd")
+    assert search_cli(live.db, "repeated") and not search_cli(live.db, "heron")  # the later copy wins, as in Pi
+    out = subprocess.run([PIWATCH, "status", "--db", str(live.db), "--json"], capture_output=True, text=True, timeout=60)
+    # Every quoted source value is an excerpt: the whole status stays small.
+    assert len(out.stdout) < 20_000, len(out.stdout)
+    problems = json.loads(out.stdout)["sources"]["problems"]
+    assert [os.path.basename(p["path"]) for p in problems] == ["other.jsonl"]
+    assert "1000010 characters" in problems[0]["error"] or "characters)" in problems[0]["error"]
+    assert d.stop() == 0
+    assert "Traceback" not in d.log.read_text()
+
+
+def test_an_unexpected_error_is_recorded_against_its_file(index_dir, monkeypatch):
+    """The last line of defence: an error no rule foresaw (simulated in the
+    projection) marks that file with the byte offset reached; the other files
+    are indexed, and the file is retried only when it changes."""
+    import piwatchd.ingest as ingest
+
+    index_dir.write("good.jsonl", session("s-good"))
+    bad = index_dir.write("bad.jsonl", session("s-bad") + jsonl(msg("s-bad-b", "s-bad-a", "user", "boom")))
+    real = ingest.project_contained
+
+    def explode(sid, result):
+        if sid == "s-bad":
+            raise KeyError("simulated")
+        return real(sid, result)
+
+    monkeypatch.setattr(ingest, "project_contained", explode)
+    summary = index_dir.index()
+    assert [p["path"] for p in summary["problems"]] == [str(bad)]
+    assert "cannot index from byte 0: KeyError" in summary["problems"][0]["error"]
+    assert index_dir.hits("opening") == [("s-good", "s-good-a", "user.text")]
+    again = index_dir.index()  # unchanged: not retried, still reported
+    assert again["changed"] == 0 and [p["path"] for p in again["problems"]] == [str(bad)]
+    monkeypatch.setattr(ingest, "project_contained", real)
+    with open(bad, "ab") as fh:
+        fh.write(jsonl(msg("s-bad-c", "s-bad-b", "user", "recovered")))
+    assert index_dir.index()["problems"] == []
+    assert ("s-bad", "s-bad-c", "user.text") in index_dir.hits("recovered")
