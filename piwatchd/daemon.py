@@ -98,6 +98,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
 
     from .api import Api
     from .index.schema import open_writer
+    from .indexfile import prepare_index_path
     from .notify import notify, watchdog_interval
     from piwatch.protocol import OPS, PROTOCOL_VERSION
 
@@ -116,7 +117,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
               f"talk to it with `piwatch status`", file=sys.stderr)
         return 1
     # One daemon per index: a second writer would fight the first for every commit.
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    prepare_index_path(db_path)  # 0600 in a 0700 directory: it holds every session
     lock, holder = _lock(Path(str(db_path) + ".lock"), f"pid {os.getpid()}\n")
     if lock is None:
         print(f"piwatchd: another piwatchd already indexes {db_path} ({holder})", file=sys.stderr)

@@ -17,6 +17,7 @@ from .index.schema import open_reader, open_writer
 from .index.search import search
 from .index.writer import IndexWriter
 from .indexer import reconcile
+from .indexfile import prepare_index_path
 from .ops.read import OpError
 from .source.discovery import discover_roots
 
@@ -38,7 +39,7 @@ def index_once(
         roots = [os.path.abspath(os.path.expanduser(s)) for s in sessions]
     else:
         roots = [r.path for r in discover_roots(extra=settings.extra_session_dirs)]
-    db_path = resolve_db(db)
+    db_path = prepare_index_path(resolve_db(db))
     conn = open_writer(db_path)
     try:
         summary = reconcile(IndexWriter(conn), roots, progress=progress)

@@ -168,3 +168,32 @@ def test_an_unexpected_error_is_recorded_against_its_file(index_dir, monkeypatch
         fh.write(jsonl(msg("s-bad-c", "s-bad-b", "user", "recovered")))
     assert index_dir.index()["problems"] == []
     assert ("s-bad", "s-bad-c", "user.text") in index_dir.hits("recovered")
+
+
+def _mode(path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+def test_index_files_are_private(live):
+    """Item 8: the index and everything beside it 0600, its new directory 0700;
+    an older 0644 index is tightened at start; `index --once` alike."""
+    live.path.write_bytes(session("s-1"))
+    old_umask = os.umask(0o022)  # what a user's shell usually has
+    try:
+        d = live.daemon()
+        poll(lambda: search_cli(live.db, "opening") == [("s-1", "s-1-a")])
+        files = [live.db, *(live.db.with_name(live.db.name + s) for s in ("-wal", "-shm", ".lock"))]
+        assert {str(p): _mode(p) for p in files} == {str(p): 0o600 for p in files}
+        assert d.stop() == 0
+        os.chmod(live.db, 0o644)
+        d = live.daemon()
+        assert _mode(live.db) == 0o600
+        assert d.stop() == 0
+        fresh = live.base / "fresh" / "nested" / "index.sqlite3"
+        out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(fresh)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert _mode(fresh) == 0o600 and _mode(fresh.parent) == 0o700
+        assert not [p for p in fresh.parent.iterdir() if _mode(p) & 0o077]
+    finally:
+        os.umask(old_umask)

@@ -4,19 +4,32 @@ Each command lives in `piwatch.commands.<name>` with `add_parser(sub)` (which
 sets `run`) so commands can be added without touching the others. Nothing
 here imports `piwatchd` at import time: direct-database commands import it
 lazily, so the client package stays usable where only the client is installed.
+
+Bad input never ends in a traceback: usage and query errors exit 2 with one
+line, a database that cannot be read exits 1 naming the file.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
+import sqlite3
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["COMMANDS", "argument_problem", "build_parser", "main"]
 
 # Order is the order of `piwatch --help`.
 COMMANDS = ["status", "search", "read", "trace", "sessions", "reindex", "index", "service", "pi"]
+
+# Options that name files may hold any bytes the file system allows; every
+# other string goes into a query or onto the wire, which carry UTF-8 only.
+_PATH_OPTIONS = frozenset({"db", "socket", "sessions", "workspace", "file"})
+# Larger integers are typos, and would not fit the wire's integers anyway.
+_MAX_INT = 2**53
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,9 +44,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _option(dest: str) -> str:
+    return dest if dest in ("query", "session", "entry") else "--" + dest.replace("_", "-")
+
+
+def argument_problem(values: dict[str, Any]) -> str | None:
+    """The first parsed argument no command can use, as one line. Pure."""
+    for dest, value in values.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and dest not in _PATH_OPTIONS:
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = item.encode("utf-8", "surrogateescape")[:40]
+                    return f"{_option(dest)}: {shown!r} is not valid UTF-8"
+            elif isinstance(item, bool):
+                continue
+            elif isinstance(item, int) and abs(item) > _MAX_INT:
+                return f"{_option(dest)}: {str(item)[:20]}… is out of range"
+            elif isinstance(item, float) and not math.isfinite(item):
+                return f"{_option(dest)}: {item} is not a finite number"
+    return None
+
+
+def _database_of(ns: argparse.Namespace) -> str:
+    if getattr(ns, "db", None):
+        return os.path.abspath(os.path.expanduser(ns.db))
+    try:
+        # lazy: only to name the file in an error
+        from piwatchd.config import load_settings
+
+        return str(load_settings().db_path)
+    except (ImportError, OSError, SystemExit):
+        return "the index"
+
+
+def _database_error(ns: argparse.Namespace, exc: sqlite3.Error) -> str:
+    path = _database_of(ns)
+    if os.path.isdir(path):
+        return f"{path} is a directory, not a piwatch index file"
+    return f"{path}: not a usable piwatch index ({exc})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
+    problem = argument_problem(vars(ns))
+    if problem:
+        print(f"piwatch: {problem}", file=sys.stderr)
+        return 2
     try:
         return ns.run(ns)
     except FileNotFoundError as exc:
@@ -41,6 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except sqlite3.Error as exc:
+        print(f"piwatch: {_database_error(ns, exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a path that cannot be created or read
+        print(f"piwatch: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         # Errors that carry their own advice (schema mismatch, query timeout).
         if type(exc).__name__ in ("SchemaMismatch", "QueryTimeout"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 __all__ = ["add_parser", "run"]
@@ -27,6 +28,10 @@ def run(ns: argparse.Namespace) -> int:
     from piwatchd.direct import index_once  # lazy: the daemon package is optional for the client
 
     stderr = sys.stderr
+    missing = [s for s in ns.sessions or () if not os.path.isdir(os.path.expanduser(s))]
+    if missing:
+        print(f"piwatch: no sessions directory at {missing[0]}", file=stderr)
+        return 2
     counter = {"n": 0}
 
     def progress(outcome) -> None:
