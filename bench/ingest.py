@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from piwatchd.status import read_service_state
@@ -100,7 +100,7 @@ class Daemon:
 
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
-    k = min(len(values) - 1, max(0, int(round(p / 100 * (len(values) - 1)))))
+    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
     return values[k]
 
 
@@ -108,7 +108,7 @@ def pi_message(entry_id: str, parent: str | None, text: str) -> bytes:
     # Exactly Pi's shape and serialization (JSON.stringify: no spaces).
     entry = {
         "type": "message", "id": entry_id, "parentId": parent,
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": int(time.time() * 1000)},
     }
     return json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
@@ -145,7 +145,7 @@ def measure_append_latency(db: Path, files: list[dict], n: int, rng: random.Rand
 def build_big_session(source: Path, dest: Path, target: int) -> None:
     """A 100 MB session made of a real Pi session's entries, re-id'd and chained."""
     lines = source.read_bytes().splitlines()
-    header, body = lines[0], [json.loads(l) for l in lines[1:] if l.strip()]
+    header, body = lines[0], [json.loads(line) for line in lines[1:] if line.strip()]
     h = json.loads(header)
     h["id"] = str(uuid.uuid4())
     with open(dest, "wb") as out:
@@ -206,7 +206,7 @@ def rg_vs_search(db: Path, sessions: Path, words: list[str]) -> list[dict]:
         t = time.perf_counter()
         rg = subprocess.run(["rg", "-c", "--no-messages", "-F", word, str(sessions)], capture_output=True, text=True)
         rg_s = time.perf_counter() - t
-        rg_lines = sum(int(l.rsplit(":", 1)[1]) for l in rg.stdout.splitlines() if ":" in l)
+        rg_lines = sum(int(line.rsplit(":", 1)[1]) for line in rg.stdout.splitlines() if ":" in line)
         t = time.perf_counter()
         cli = subprocess.run([str(BIN / "piwatch"), "search", "--db", str(db), "--json", word], capture_output=True, text=True)
         cli_s = time.perf_counter() - t

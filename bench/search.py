@@ -47,9 +47,9 @@ import time
 from pathlib import Path
 
 import psutil
+from piwatch.client import Client, PiwatchError
 
 from bench.ingest import BIN, OUT, REPO, corpus, parse_bytes, pct
-from piwatch.client import Client, PiwatchError
 
 ALL = {"all": True}
 COMMON_WORDS = ["error", "function", "return", "file", "test", "const", "import", "the", "self", "value"]
@@ -219,7 +219,7 @@ class RssSampler:
     def __init__(self, d: Daemon):
         self.d, self.peak, self._stop = d, 0.0, threading.Event()
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
         return self
@@ -251,7 +251,7 @@ class ForeignCpu:
         me, dm = psutil.Process().cpu_times(), self.d.ps.cpu_times()
         return me.user + me.system + me.children_user + me.children_system + dm.user + dm.system
 
-    def __enter__(self) -> "ForeignCpu":
+    def __enter__(self) -> ForeignCpu:
         self.t0, self.busy0, self.ours0 = time.monotonic(), self._busy(), self._ours()
         return self
 
@@ -329,7 +329,7 @@ def rg_time(x: dict) -> tuple[float, int]:
     out = subprocess.run(["rg", "-c", "-i", "-F", "--with-filename", "--no-messages", "--", x["rgPattern"], *x["rgPaths"]],
                          capture_output=True, text=True)
     elapsed = time.perf_counter() - t
-    return elapsed, sum(int(l.rsplit(":", 1)[1]) for l in out.stdout.splitlines() if ":" in l)
+    return elapsed, sum(int(line.rsplit(":", 1)[1]) for line in out.stdout.splitlines() if ":" in line)
 
 
 def compare_rg(queries: list[dict], times: list[float], k: int) -> dict:
@@ -454,7 +454,7 @@ def in_process(db: Path, queries: list[dict]) -> dict:
         for a, x in zip(args, queries):
             timed.log.clear()
             api.search(a, x["caller"])
-            stages = {name: 0.0 for name in STAGES}
+            stages = dict.fromkeys(STAGES, 0.0)
             for stage, secs, _ in timed.log:
                 stages[stage] += secs
             per_query.append(stages)
@@ -535,8 +535,13 @@ def sql_breakdown(db: Path, word: str, session_id: str) -> list[dict]:
 def query_plans(db: Path, word: str, cwd: str) -> dict[str, list[str]]:
     """EXPLAIN QUERY PLAN of the statements a search runs, with a cwd caller's filters."""
     from piwatchd.auth import resolve_scope
-    from piwatchd.index.query import (SearchFilters, SearchRequest, build_candidates_sql, build_search_sql,
-                                      build_top_fragments_sql)
+    from piwatchd.index.query import (
+        SearchFilters,
+        SearchRequest,
+        build_candidates_sql,
+        build_search_sql,
+        build_top_fragments_sql,
+    )
     from piwatchd.index.schema import open_reader
 
     filters = SearchFilters(authorized_roots=resolve_scope({"cwd": cwd}).roots, exclude_own_results=True)

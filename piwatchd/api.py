@@ -12,17 +12,18 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from piwatch.protocol import ErrorCode, ProtocolError
 
 from .auth import CallerScope, ScopeError, resolve_scope
+from .direct import request_from_args
 from .index.query import QueryError, roots_clause
 from .index.schema import SchemaMismatch, open_reader
 from .index.search import QueryTimeout, search
-from .direct import request_from_args
 from .ops.read import OpError, event_read
 from .ops.trace import event_trace
 from .status import collect_status
@@ -72,7 +73,7 @@ class Api:
         self.readers = ReaderPool(db_path)
         self.db_path = db_path
         self.configured_roots = configured_roots
-        self.service_snapshot = service_snapshot or (lambda: {})
+        self.service_snapshot = service_snapshot or dict
         self.mark_dirty = mark_dirty or (lambda path: None)
         self.request_reindex = request_reindex
         self.query_timeout = query_timeout
@@ -185,7 +186,7 @@ class Api:
         conn = self._conn()
         filters = request.filters
         targeted = scope.current_session in filters.session_ids if scope.current_session else False
-        exclude = ()
+        exclude: tuple[str, ...] = ()
         if scope.current_session and (not targeted or not scope.cutoff_entry):
             exclude = (scope.current_session,)
         if args.get("includeOwnResults") is not True:
@@ -348,7 +349,7 @@ _ID_KEYS = frozenset({"at", "followed"})
 _HIDDEN = object()
 
 
-def _filter_visible(result: Any, visible: Callable[[str, str], bool], session_id: str | None = None) -> Any:
+def _filter_visible(result: Any, visible: Callable[[str, str | None], bool], session_id: str | None = None) -> Any:
     """Remove every node the caller may not see from a read/trace result.
 
     Neighbours, relationship targets, fork candidates and the materialized
@@ -374,7 +375,7 @@ def _redact(value: Any, visible: Callable[[str, str | None], bool], sid: str | N
             tsid = target.get("sessionId") if isinstance(target.get("sessionId"), str) else sid
             if tsid and not visible(tsid, target["entryId"]):
                 return _HIDDEN
-        out = {}
+        out: dict[str, Any] = {}
         for key, item in value.items():
             if key in _ID_LIST_KEYS and isinstance(item, list):
                 out[key] = [

@@ -12,8 +12,9 @@ targeted explicitly, and then only before the invocation cutoff.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["CallerScope", "ScopeError", "resolve_scope", "is_under", "canonical", "git_root"]
 
@@ -81,12 +82,12 @@ def resolve_scope(caller: Any, configured_roots: Iterable[str] = ()) -> CallerSc
             raise ScopeError(f"caller {key} must be a string")
         return value
 
-    current = dict(
-        current_session=opt_str("sessionId"),
-        current_file=opt_str("sessionFile"),
-        cutoff_entry=opt_str("cutoffEntryId"),
-        tool_call_id=opt_str("toolCallId"),
-    )
+    current = {
+        "current_session": opt_str("sessionId"),
+        "current_file": opt_str("sessionFile"),
+        "cutoff_entry": opt_str("cutoffEntryId"),
+        "tool_call_id": opt_str("toolCallId"),
+    }
     if caller.get("all") is True:
         return CallerScope(None, **current)
     roots: list[str] = []

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _lock(path: Path, holder: str):
     """Hold an exclusive lock on `path` for the process lifetime, writing who
     holds it. Returns (file, None), or (None, what the current holder wrote)."""
-    fh = open(path, "a+")
+    fh = open(path, "a+")  # noqa: SIM115 - held open for the process lifetime: the lock
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -95,14 +95,13 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
         log.error("--settle must be >= 0, --max-latency and --scan-interval > 0")
         return 2
     from piwatch.paths import lock_path, socket_path
+    from piwatch.protocol import OPS, PROTOCOL_VERSION
 
+    from . import __version__
     from .api import Api
     from .index.schema import open_writer
     from .indexfile import prepare_index_path
     from .notify import notify, watchdog_interval
-    from piwatch.protocol import OPS, PROTOCOL_VERSION
-
-    from . import __version__
     from .server import Server, ensure_private_dir
 
     sock_path = Path(ns.socket).expanduser() if getattr(ns, "socket", None) else socket_path()

@@ -8,8 +8,9 @@ and responses are plain dicts, the same shapes the socket protocol carries.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .config import load_settings
 from .index.query import QueryError, SearchFilters, SearchRequest

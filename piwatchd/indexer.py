@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .auth import is_under
 from .index.writer import IndexWriter
-from .ingest import IngestOutcome, Ingestor
+from .ingest import Ingestor, IngestOutcome
 from .source.discovery import iter_session_files, root_is_listable
 
 __all__ = ["reconcile", "ReconcileSummary"]

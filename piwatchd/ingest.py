@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator
 
 import orjson
 
@@ -58,6 +58,7 @@ def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState) -> It
         state = result.state
         events: list[Event] = []
         if result.entries:
+            assert state.header is not None  # the parser yields entries only after a header
             result, events = project_contained(state.header.session_id, result)
         yield offset, data, end, result, events
 
@@ -73,7 +74,7 @@ def project_contained(session_id: str, result: ParseResult) -> tuple[ParseResult
         try:
             event = project_entry(session_id, entry)
             orjson.dumps(event.meta)  # what the writer stores; deep nesting fails here
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any projection failure is contained and reported
             diagnostics.append(Diagnostic(
                 "unprojectable",
                 f"entry {excerpt(entry.entry_id)} indexed without its content: {type(exc).__name__}: {excerpt(str(exc))}",
@@ -121,7 +122,7 @@ class Ingestor:
             return self._ingest(path)
         except (sqlite3.Error, OSError, MemoryError):
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: recorded against the file
             return self._contain(path, exc)
 
     def _contain(self, path: str, exc: Exception) -> IngestOutcome:
@@ -272,6 +273,7 @@ class Ingestor:
             consumed = end
             outcome.diagnostics.extend(result.diagnostics)
             if result.entries:
+                assert state.header is not None  # the parser yields entries only after a header
                 outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
                 tree.add(state.header, result.entries)
                 outcome.events += len(events)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 __all__ = ["notify", "watchdog_interval"]
 
 
-def notify(message: str, env: dict | None = None) -> bool:
+def notify(message: str, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     address = env.get("NOTIFY_SOCKET")
     if not address:
@@ -28,7 +29,7 @@ def notify(message: str, env: dict | None = None) -> bool:
         return False
 
 
-def watchdog_interval(env: dict | None = None) -> float | None:
+def watchdog_interval(env: Mapping[str, str] | None = None) -> float | None:
     """Seconds between WATCHDOG=1 pings (half of WatchdogSec), if enabled for us."""
     env = os.environ if env is None else env
     usec = env.get("WATCHDOG_USEC")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 __all__ = ["prefetch"]
 
@@ -36,7 +37,7 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
             for item in items:
                 if not put((True, item)):
                     return
-        except BaseException as exc:  # handed to the consumer, raised there
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
             put((False, exc))
             return
         put((True, _DONE))

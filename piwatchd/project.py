@@ -177,8 +177,8 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
             if msg.get(key) is True:
                 meta[key] = True
         is_error = msg.get("cancelled") is True or (isinstance(exit_code, int) and exit_code != 0)
-        command = msg.get("command") if isinstance(msg.get("command"), str) else ""
-        output = msg.get("output") if isinstance(msg.get("output"), str) else ""
+        command = _str(msg.get("command")) or ""
+        output = _str(msg.get("output")) or ""
         frags.append(_fragment("command", FragmentKind.BASH_COMMAND, command, meta="bash"))
         frags.append(_fragment("output", FragmentKind.BASH_OUTPUT, output, meta="bash error" if is_error else "bash"))
     elif role in ("custom", "hookMessage"):
@@ -230,7 +230,7 @@ def project_entry(session_id: str, entry: Entry) -> Event:
         text = "\n".join(t for _, t in _text_blocks(data.get("content")))
         frags.append(_fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
     elif etype == "compaction":
-        frags.append(_fragment("summary", FragmentKind.SUMMARY_COMPACTION, data.get("summary") if isinstance(data.get("summary"), str) else ""))
+        frags.append(_fragment("summary", FragmentKind.SUMMARY_COMPACTION, _str(data.get("summary")) or ""))
         kept = data.get("firstKeptEntryId")
         if not isinstance(kept, str) and isinstance(data.get("firstKeptEntryIndex"), int):
             kept = v1_entry_id(data["firstKeptEntryIndex"])
@@ -242,7 +242,7 @@ def project_entry(session_id: str, entry: Entry) -> Event:
             if data.get(key) is True:
                 meta[key] = True
     elif etype == "branch_summary":
-        frags.append(_fragment("summary", FragmentKind.SUMMARY_BRANCH, data.get("summary") if isinstance(data.get("summary"), str) else ""))
+        frags.append(_fragment("summary", FragmentKind.SUMMARY_BRANCH, _str(data.get("summary")) or ""))
         if isinstance(data.get("fromId"), str):
             meta["fromId"] = data["fromId"]
     elif etype == "session_info":

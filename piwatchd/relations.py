@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "Edge",
@@ -156,7 +157,7 @@ def entry_file_evidence(data: Mapping[str, Any], cwd: str | None, home: str | No
             nested = msg.get("nestedCalls")
             calls = nested.get("calls") if isinstance(nested, dict) else None
             for c in calls if isinstance(calls, list) else []:
-                if isinstance(c, dict) and FILE_TOOLS.get(c.get("name")) and isinstance(c.get("arguments"), dict):
+                if isinstance(c, dict) and FILE_TOOLS.get(str(c.get("name"))) and isinstance(c.get("arguments"), dict):
                     add(c["arguments"].get("path"), FILE_TOOLS[c["name"]], "tool-call", c["name"], msg.get("toolCallId"))
     elif etype in ("compaction", "branch_summary"):
         details = data.get("details")
@@ -167,12 +168,12 @@ def entry_file_evidence(data: Mapping[str, Any], cwd: str | None, home: str | No
                 for raw in vals if isinstance(vals, list) else []:
                     add(raw, mode, source)
     # One row per (path, mode, source, call): a call that reads a file twice is one fact.
-    seen: set[tuple] = set()
+    seen: set[tuple[str, str, str, str | None]] = set()
     unique = []
     for ev in out:
-        key = (ev.path, ev.mode, ev.source, ev.call_id)
-        if key not in seen:
-            seen.add(key)
+        fact = (ev.path, ev.mode, ev.source, ev.call_id)
+        if fact not in seen:
+            seen.add(fact)
             unique.append(ev)
     return unique
 

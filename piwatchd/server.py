@@ -17,8 +17,9 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from piwatch.protocol import (
     MAX_REQUEST_BYTES,
@@ -174,7 +175,7 @@ class Server:
         while not self._stop.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 if self._stop.is_set():
@@ -225,7 +226,7 @@ class Server:
             conn.settimeout(self.limits.idle_timeout)
             try:
                 message = recv_frame(conn, MAX_REQUEST_BYTES)
-            except (ConnectionClosed, socket.timeout, ConnectionResetError, OSError):
+            except (TimeoutError, ConnectionClosed, ConnectionResetError, OSError):
                 return
             except FrameTooLarge as exc:
                 # The body was not read, so the stream cannot be resynchronised.
@@ -308,5 +309,5 @@ class Server:
         conn.settimeout(self.limits.frame_timeout)
         try:
             send_frame(conn, response)
-        except (OSError, socket.timeout):
+        except (TimeoutError, OSError):
             pass

@@ -21,17 +21,18 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
+from .auth import is_under
 from .dirty import DirtySet
 from .index.schema import open_writer
-from .auth import is_under
 from .index.writer import IndexWriter
-from .ingest import IngestOutcome, Ingestor
+from .ingest import Ingestor, IngestOutcome
 from .source.discovery import is_session_filename, iter_session_files, root_is_listable
 
 __all__ = ["ServiceConfig", "Service", "STATE_KEY"]
@@ -172,7 +173,7 @@ class Service:
     def _run(self) -> None:
         try:
             conn = open_writer(self.config.db_path)
-        except BaseException as exc:  # surfaced by the daemon's lifecycle loop
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the daemon's lifecycle loop
             self.failed = exc
             log.error("cannot open index %s: %s", self.config.db_path, exc)
             self.ready.set()
@@ -227,7 +228,7 @@ class Service:
             try:
                 self._write_state(force=True)
                 conn.execute("PRAGMA optimize")
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - best effort while stopping; the index stays valid without it
                 pass
             conn.close()
 
@@ -261,6 +262,7 @@ class Service:
         """
         self.progress.phase = "ingesting"
         done: list[str] = []
+        path: str | None
         try:
             for path in paths:
                 self._backlog_pop(path)
@@ -275,7 +277,7 @@ class Service:
                 done.append(path)
                 if self._stop.is_set():
                     break
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged; the files are marked dirty again
             # BEGIN/COMMIT failed (say another writer held the lock past the
             # busy timeout): that file is not committed; retry later.
             log.warning("ingest stopped after %d files: %s", len(done), exc)
@@ -485,5 +487,5 @@ class Service:
                     " ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ms=excluded.updated_ms",
                     (STATE_KEY, value, int(time.time() * 1000)),
                 )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - progress reporting must never stop ingestion
             log.warning("cannot record service state: %s", exc)

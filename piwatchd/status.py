@@ -50,10 +50,10 @@ def collect_status(db_path: str | os.PathLike, *, diagnostics_limit: int = 20) -
     db = Path(db_path)
     conn = open_reader(db)
     try:
-        by_state = {s: 0 for s in STATES}
+        by_state = dict.fromkeys(STATES, 0)
         problems = []
         file_bytes = consumed_bytes = 0
-        for path, state, error, consumed, diag in conn.execute(
+        for path, state, error, consumed, _diag in conn.execute(
             "SELECT path, state, error, consumed, diagnostics FROM sources ORDER BY path"
         ):
             by_state[state] = by_state.get(state, 0) + 1

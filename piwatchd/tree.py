@@ -30,8 +30,9 @@ boundary at all (forks store `retainedTail` instead).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from .model import BranchState, SelectionState
 from .source.parser import v1_entry_id
@@ -409,7 +410,7 @@ def local_trace(view: TreeView, entry_id: str) -> dict[str, Any]:
         raise KeyError(entry_id)
     parent = view.node(node.parent_id) if node.parent_id is not None else None
     children = view.children(entry_id)
-    siblings = [s for s in view.children(node.parent_id) if s.entry_id != entry_id] if parent is not None else []
+    siblings = [s for s in view.children(parent.entry_id) if s.entry_id != entry_id] if parent is not None else []
     selected = view.is_selected(entry_id)
     toward: Node | None = None
     known = selected is not None
@@ -420,7 +421,8 @@ def local_trace(view: TreeView, entry_id: str) -> dict[str, Any]:
         prefetch = getattr(view, "prefetch_ancestors", None)
         if prefetch is not None:
             prefetch(entry_id)
-        cur, seen = node, {entry_id}
+        cur: Node | None = node
+        seen = {entry_id}
         while cur is not None and cur.parent_id is not None and cur.parent_id not in seen:
             seen.add(cur.parent_id)
             cur = view.node(cur.parent_id)

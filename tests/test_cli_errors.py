@@ -11,9 +11,8 @@ import os
 import subprocess
 
 import pytest
-from test_daemon import BIN, world  # noqa: F401 (world: fixture)
-
 from piwatch.cli import argument_problem
+from test_daemon import BIN, world  # noqa: F401 (world: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,7 +40,7 @@ def one_line_error(out: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize("args", BAD_ARGS, ids=lambda a: " ".join(map(repr, a))[:40])
-def test_bad_arguments_exit_2_with_one_line(world, args):  # noqa: F811
+def test_bad_arguments_exit_2_with_one_line(world, args):
     for extra in ([], ["--db", str(world.db)]):
         out = world.cli(*args, *extra, cwd=str(world.proj))
         assert out.returncode == 2, (args, extra, out.stderr)
@@ -49,7 +48,7 @@ def test_bad_arguments_exit_2_with_one_line(world, args):  # noqa: F811
     assert world.proc.poll() is None
 
 
-def test_bad_database_exits_1_naming_the_file(world, tmp_path):  # noqa: F811
+def test_bad_database_exits_1_naming_the_file(world, tmp_path):
     garbage = tmp_path / "garbage.sqlite3"
     garbage.write_bytes(b"this is not SQLite\n" * 100)
     empty_dir = tmp_path / "a-directory"
@@ -66,7 +65,7 @@ def test_bad_database_exits_1_naming_the_file(world, tmp_path):  # noqa: F811
     assert garbage.read_bytes().startswith(b"this is not SQLite")  # never overwritten
 
 
-def test_index_once_names_a_missing_sessions_directory(world, tmp_path):  # noqa: F811
+def test_index_once_names_a_missing_sessions_directory(world, tmp_path):
     for sessions in ([str(tmp_path / "nonexistent")], [str(world.root), "/nonexistent/either"]):
         args = [a for s in sessions for a in ("--sessions", s)]
         out = world.cli("index", "--once", *args, "--db", str(tmp_path / "x.sqlite3"))

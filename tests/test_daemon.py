@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
-
 from piwatch.client import Client, DaemonNotRunning, NotFound
 from piwatch.protocol import encode_frame, recv_frame
 

@@ -36,7 +36,7 @@ def source_lines(name):
 
 @pytest.mark.parametrize("name, aborted_calls", [("before-compaction.jsonl", 6), ("large-session.jsonl", 18)])
 def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
-    summary, conn, _ = indexed
+    _summary, conn, _ = indexed
     lines = source_lines(f"{V1}/{name}")
     sid = lines[0]["id"]
     entries = lines[1:]

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import jsonl, msg, v3_header
 
 from piwatchd.status import read_service_state

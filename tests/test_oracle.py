@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
-import pitools  # noqa: E402
+import pitools
 
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(900)]
 

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
-import pitools  # noqa: E402
-from piwatch.client import Client, PiwatchError  # noqa: E402
-from piwatch.protocol import MAX_REQUEST_BYTES, ProtocolError, encode_frame, recv_frame  # noqa: E402
+import pitools
+from piwatch.client import Client, PiwatchError
+from piwatch.protocol import MAX_REQUEST_BYTES, ProtocolError, encode_frame, recv_frame
 
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(900)]
 
@@ -195,7 +195,7 @@ def test_extension_is_discovered_where_piwatch_installed_it(world, agent_run):
 
 
 def test_search_finds_this_project_and_never_the_other(world, agent_run):
-    out, entries, results, target = agent_run
+    out, _entries, results, target = agent_run
     res = results["call_search_1"]
     assert res["isError"] is False, res["content"]
     pw = res["details"]["piwatch"]

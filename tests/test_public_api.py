@@ -7,10 +7,10 @@ import pkgutil
 import subprocess
 import sys
 
-import pytest
-
 import piwatch
 import piwatch.cli
+import pytest
+
 import piwatchd
 
 

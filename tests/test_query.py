@@ -7,7 +7,15 @@ import sqlite3
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piwatchd.index.query import QueryError, SearchFilters, SearchRequest, build_search_sql, fts_expression, parse_query, subtree_bounds
+from piwatchd.index.query import (
+    QueryError,
+    SearchFilters,
+    SearchRequest,
+    build_search_sql,
+    fts_expression,
+    parse_query,
+    subtree_bounds,
+)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from conftest import jsonl, msg, v3_header
 
 SID = "tree-1"

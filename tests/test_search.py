@@ -68,12 +68,14 @@ def test_filters(index_dir):
     index_dir.write("b.jsonl", basic("s-b", "/work/proj2"), folder="--work-proj2--")
     index_dir.write("c.jsonl", basic("s-c", "/work/proj/sub"), folder="--work-proj-sub--")
     index_dir.index()
-    sessions = lambda **kw: sorted({h[0] for h in index_dir.hits("reconnect", **kw)})
+    def sessions(**kw):
+        return sorted({h[0] for h in index_dir.hits("reconnect", **kw)})
     assert sessions() == ["s-a", "s-b", "s-c"]
     assert sessions(cwdUnder="/work/proj") == ["s-a", "s-c"]  # not /work/proj2
     assert sessions(cwd="/work/proj") == ["s-a"]
     assert sessions(sessionId=["s-b"]) == ["s-b"]
-    kinds = lambda **kw: sorted({h[2] for h in index_dir.hits("reconnect", sessionId=["s-a"], **kw)})
+    def kinds(**kw):
+        return sorted({h[2] for h in index_dir.hits("reconnect", sessionId=["s-a"], **kw)})
     assert kinds(kind=["tool.result"]) == ["tool.result"]
     assert kinds(role=["user"]) == ["user.text"]
     assert kinds(tool=["bash"]) == ["tool.call", "tool.result"]

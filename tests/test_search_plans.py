@@ -12,7 +12,7 @@ from piwatchd.direct import index_once
 from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
 from piwatchd.index.schema import open_reader
 
-WORDS = "alpha beta gamma delta error function return value kraken".split()
+WORDS = ["alpha", "beta", "gamma", "delta", "error", "function", "return", "value", "kraken"]
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import time
 import msgpack
 import pytest
 from conftest import jsonl, msg, v3_header
-
 from piwatch.client import Client, NotFound, QueryError
 from piwatch.protocol import PROTOCOL_VERSION, encode_frame, recv_frame
+
 from piwatchd.api import Api
 from piwatchd.direct import index_once
 from piwatchd.server import Server
@@ -160,7 +160,7 @@ def test_hostile_clients_do_not_disturb_a_normal_one(served):
                     (n,) = struct.unpack("!I", data[:4])
                     reply = msgpack.unpackb(data[4 : 4 + n])
                     assert reply["ok"] is False and reply["error"]["code"] in ("bad_request", "too_large", "hello_required")
-            except (socket.timeout, ConnectionResetError):
+            except (TimeoutError, ConnectionResetError):
                 pass
     finally:
         for s in idle + hostile:

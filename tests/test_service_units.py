@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from piwatch.commands.service import LAUNCHD_LABEL, render_launchd_plist, render_systemd_unit
 
 REPO = Path(__file__).resolve().parent.parent

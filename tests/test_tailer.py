@@ -12,11 +12,9 @@ import os
 import tempfile
 
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
-from piwatchd.source.fingerprint import Window
-from piwatchd.source.fingerprint import digest as _h
+from piwatchd.source.fingerprint import Window, digest as _h
 from piwatchd.source.lines import RawLine, decode_line, split_complete_lines
 from piwatchd.source.reader import read_chunks
 from piwatchd.source.tailer import (
@@ -158,7 +156,7 @@ def test_split_in_pieces_equals_split_whole(records, tail, cuts):
         end = line.offset + len(line.data)
         assert data[line.offset : end] == line.data
         assert data[end : end + 1] == b"\n" or data[end : end + 2] == b"\r\n"
-    assert [l.data for l in whole] == [r[:-1] if r.endswith(b"\r") else r for r in records if r.strip()]
+    assert [w.data for w in whole] == [r[:-1] if r.endswith(b"\r") else r for r in records if r.strip()]
 
 
 @settings(max_examples=50, deadline=None)

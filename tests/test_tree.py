@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from piwatchd.relations import entry_edges, entry_file_evidence, resolve_path
 from piwatchd.tree import (
@@ -397,11 +397,11 @@ def test_branch_neighbours_follow_parent_links(nodes, pick):
     target = nodes[pick % len(nodes)].entry_id
     before = branch_before(tree, target, 50)
     chain = [n.entry_id for n in before] + [target]
-    for parent, child in zip(chain, chain[1:]):
+    for parent, child in itertools.pairwise(chain):
         assert tree.node(child).parent_id == parent
     walk = branch_after(tree, target, 50)
     chain = [target] + [n.entry_id for n in walk.nodes]
-    for parent, child in zip(chain, chain[1:]):
+    for parent, child in itertools.pairwise(chain):
         assert tree.node(child).parent_id == parent
     if walk.stopped_at_fork:
         assert len(walk.stopped_at_fork["candidates"]) >= 2

@@ -10,7 +10,7 @@ fallback imports it lazily.
 
 __version__ = "0.1.0"
 
-from .client import (  # noqa: E402  (after __version__, which client.py reads)
+from .client import (
     Client,
     DaemonNotRunning,
     NotFound,
@@ -21,7 +21,7 @@ from .client import (  # noqa: E402  (after __version__, which client.py reads)
     SocketTransport,
     Transport,
 )
-from .protocol import PROTOCOL_VERSION  # noqa: E402
+from .protocol import PROTOCOL_VERSION
 
 __all__ = [
     "__version__",

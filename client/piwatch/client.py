@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from . import __version__
 from .paths import socket_path
@@ -80,7 +80,7 @@ class Transport(Protocol):
 
 
 class SocketTransport:
-    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 15.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 15.0) -> None:
         self.path = str(path or socket_path())
         self.timeout = timeout
         self._sock: socket.socket | None = None
@@ -103,8 +103,9 @@ class SocketTransport:
             self._sock = self._connect()
         try:
             send_frame(self._sock, message)
-            return recv_frame(self._sock, MAX_RESPONSE_BYTES)
-        except socket.timeout:
+            response: dict[str, Any] = recv_frame(self._sock, MAX_RESPONSE_BYTES)  # Client._call checks the shape
+            return response
+        except TimeoutError:
             self.close()
             raise PiwatchError(f"piwatchd did not answer within {self.timeout:g} s") from None
         except (ConnectionClosed, ConnectionResetError, BrokenPipeError) as exc:
@@ -123,7 +124,7 @@ class SocketTransport:
 class Client:
     def __init__(
         self,
-        socket_path: str | os.PathLike | None = None,
+        socket_path: str | os.PathLike[str] | None = None,
         *,
         timeout: float = 15.0,
         transport: Transport | None = None,
@@ -136,7 +137,7 @@ class Client:
         self.last_warnings: list[Any] = []
         self.last_freshness: dict[str, Any] = {}
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -150,7 +151,7 @@ class Client:
             self._hello = self._call("hello", {"proto": PROTOCOL_VERSION, "client": f"piwatch-py/{__version__}"})
         return self._hello
 
-    def _call(self, op: str, args: dict[str, Any], caller: dict[str, Any] | None = None) -> Any:
+    def _call(self, op: str, args: dict[str, Any], caller: dict[str, Any] | None = None) -> dict[str, Any]:
         message = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, "args": args}
         if caller is not None or self.caller is not None:
             message["caller"] = caller if caller is not None else self.caller
@@ -160,7 +161,7 @@ class Client:
         self.last_warnings = response.get("warnings") or []
         self.last_freshness = response.get("freshness") or {}
         if response["ok"]:
-            return response.get("result")
+            return cast(dict[str, Any], response.get("result"))  # every op's result is a map
         error = response.get("error") or {}
         code, text = error.get("code", ErrorCode.INTERNAL), error.get("message", "unknown error")
         if code == ErrorCode.UNSUPPORTED_PROTOCOL:
@@ -171,7 +172,7 @@ class Client:
             raise QueryError(code, text)
         raise RequestFailed(code, text)
 
-    def request(self, op: str, args: dict[str, Any] | None = None, caller: dict[str, Any] | None = None) -> Any:
+    def request(self, op: str, args: dict[str, Any] | None = None, caller: dict[str, Any] | None = None) -> dict[str, Any]:
         self.hello()
         return self._call(op, args or {}, caller)
 

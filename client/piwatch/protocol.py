@@ -78,7 +78,7 @@ class ConnectionClosed(Exception):
 
 
 def encode_frame(message: Any) -> bytes:
-    body = msgpack.packb(message, use_bin_type=True)
+    body: bytes = msgpack.packb(message, use_bin_type=True)
     return _HEADER.pack(len(body)) + body
 
 
@@ -115,7 +115,7 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
 def decode_body(body: bytes) -> Any:
     try:
         value = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
-    except Exception as exc:  # msgpack raises several types for hostile input
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several types for hostile input
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"frame is not valid msgpack: {type(exc).__name__}") from None
     check_depth(value)
     return value

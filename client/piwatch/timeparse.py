@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 __all__ = ["parse_time"]
 
@@ -30,5 +30,5 @@ def parse_time(value: str, now: float | None = None) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a time: {value!r} (use 7d, 12h, 30m or an ISO date)") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "QueryError",
@@ -142,7 +143,7 @@ class SearchRequest:
     offset: int = 0
 
 
-def _in(column: str, values: tuple, where: list[str], params: list) -> None:
+def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:
     if values:
         where.append(f"{column} IN ({','.join('?' * len(values))})")
         params.extend(values)
@@ -155,7 +156,7 @@ def subtree_bounds(path: str) -> tuple[str, str]:
     return base + "/", base + "0"
 
 
-def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list]:
+def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list[Any]]:
     """SQL true when `column` equals one of `roots` or lies below it."""
     if not roots:
         return "0", []
@@ -173,7 +174,7 @@ def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list]:
 FILE_MODES = ("read", "changed", "any")
 
 
-def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list]:
+def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list[Any]]:
     """SQL true for events with file evidence on one of `paths` (exact or below)."""
     if mode not in FILE_MODES:
         raise QueryError(f"file mode must be one of {', '.join(FILE_MODES)}")
@@ -196,10 +197,10 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list]:
     return sql, params
 
 
-def filter_clauses(f: SearchFilters) -> tuple[list[str], list]:
+def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
     """WHERE conditions over aliases `f` (fragments), `e` (events), `s` (sessions)."""
     where: list[str] = []
-    params: list = []
+    params: list[Any] = []
     _in("e.session_id", f.session_ids, where, params)
     if f.exclude_sessions:
         where.append(f"e.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
@@ -264,12 +265,12 @@ _JOINS = """JOIN events e ON e.event_rowid = f.event_rowid
     JOIN sessions s ON s.session_id = e.session_id"""
 
 
-def build_top_fragments_sql(expression: str, k: int) -> tuple[str, list]:
+def build_top_fragments_sql(expression: str, k: int) -> tuple[str, list[Any]]:
     """Phase 1 of a search: the k best-ranked fragments, from the FTS index alone."""
     return "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank, rowid LIMIT ?", [expression, k]
 
 
-def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str, list]:
+def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str, list[Any]]:
     """Phase 2: the filtered event rows of the phase-1 fragments."""
     where, params = filter_clauses(filters)
     sql = f"""SELECT f.frag_rowid, {_HIT_COLUMNS}
@@ -280,7 +281,7 @@ def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str
     return sql, [json.dumps(rowids)] + params
 
 
-def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list]:
+def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list[Any]]:
     """One query ranking every match: one row per matching event (its best
     fragment). Exact for any filters; the fallback of the two-phase search.
 
@@ -288,7 +289,7 @@ def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str
     """
     expression = validate_page(request)
     where, filter_params = filter_clauses(request.filters)
-    params: list = [expression] + filter_params
+    params: list[Any] = [expression] + filter_params
     sql = f"""
 WITH matches AS (
     SELECT fragments_fts.rowid AS frag_rowid, fragments_fts.rank AS score

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .query import (
@@ -14,8 +14,8 @@ from .query import (
     build_candidates_sql,
     build_search_sql,
     build_top_fragments_sql,
-    validate_page,
     roots_clause,
+    validate_page,
 )
 
 __all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
@@ -35,7 +35,7 @@ class time_limit:
     def __init__(self, conn: sqlite3.Connection, seconds: float | None) -> None:
         self.conn, self.seconds = conn, seconds
 
-    def __enter__(self) -> "time_limit":
+    def __enter__(self) -> time_limit:
         if self.seconds:
             deadline = time.monotonic() + self.seconds
             self.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
@@ -88,7 +88,7 @@ def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
 def _iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # Phase-1 sizes: fragments ranked from the FTS index alone before joining.

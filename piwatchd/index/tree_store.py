@@ -26,9 +26,11 @@ loads single nodes and child lists by indexed lookups, never the session.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 
@@ -105,7 +107,9 @@ class TreeBatch:
                 file_rows.append(_file_row(sid, e.entry_id, ev))
             if e.type == "message":
                 msg = data.get("message")
-                role = msg.get("role") if isinstance(msg, dict) else None
+                if not isinstance(msg, dict):
+                    msg = {}
+                role = msg.get("role")
                 if role == "assistant":
                     by_call: dict[str, list[FileEvidence]] = {}
                     for ev in evidence:
@@ -235,7 +239,7 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
     first = entries[0]
     if first.parent_id is None:
         return None
-    for prev, e in zip(entries, entries[1:]):
+    for prev, e in itertools.pairwise(entries):
         if e.parent_id != prev.entry_id:
             return None
     row = conn.execute(

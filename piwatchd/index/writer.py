@@ -12,9 +12,9 @@ import os
 import posixpath
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import orjson
 
@@ -259,7 +259,6 @@ class IndexWriter:
         keeps its append position (Pi's `byId` keeps the last occurrence)."""
         conn = self.conn
         diagnostics: list[Diagnostic] = []
-        count = 0
         inserted = 0
         last: Event | None = None
         first_ms: int | None = None
@@ -267,7 +266,6 @@ class IndexWriter:
         name: str | None = None
         frag_rows: list[tuple] = []
         for ev in events:
-            count += 1
             last = ev
             if ev.timestamp_ms is not None:
                 first_ms = ev.timestamp_ms if first_ms is None else min(first_ms, ev.timestamp_ms)
@@ -323,7 +321,7 @@ class IndexWriter:
                     (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, f.text, f.tail, f.meta, f.full_length)
                 )
         self._insert_fragments(frag_rows)
-        if count:
+        if last is not None:  # at least one event
             conn.execute(
                 "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"
                 " first_ms=min(coalesce(first_ms, ?), coalesce(?, first_ms)),"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..index.tree_store import DbTreeView
@@ -53,7 +53,7 @@ class OpError(ValueError):
 def _iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _int_arg(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -146,7 +146,7 @@ def full_fragment_texts(data: dict[str, Any]) -> dict[str, str]:
     elif etype == "custom_message":
         out["custom"] = "\n".join(t for _, t in _text_blocks(data.get("content")))
     elif etype in ("compaction", "branch_summary"):
-        out["summary"] = data.get("summary") if isinstance(data.get("summary"), str) else ""
+        out["summary"] = summary if isinstance(summary := data.get("summary"), str) else ""
     elif etype == "session_info" and isinstance(data.get("name"), str):
         out["name"] = " ".join(data["name"].split())
     return out
@@ -167,7 +167,7 @@ def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
         if btype == "thinking":
             out.append({"field": where, "kind": "thinking", "reason": "private reasoning is excluded"})
         elif btype == "image":
-            size = len(block.get("data")) if isinstance(block.get("data"), str) else None
+            size = len(b64) if isinstance(b64 := block.get("data"), str) else None
             out.append({"field": where, "kind": "image", "mimeType": block.get("mimeType"), "base64Chars": size,
                         "reason": "image data is excluded"})
         for key in ("textSignature", "thinkingSignature", "thoughtSignature", "partialJson"):
@@ -230,7 +230,9 @@ def node_summary(conn: sqlite3.Connection, view: DbTreeView, entry_id: str) -> d
 def _neighbours(conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order: str, before: int, after: int) -> dict[str, Any]:
     out: dict[str, Any] = {"order": order}
     if order == "append":
-        prev, nxt = view.by_ordinal(view.row(entry_id)["ordinal"], before, after)
+        row = view.row(entry_id)
+        assert row is not None  # read resolved the target before asking for its neighbours
+        prev, nxt = view.by_ordinal(row["ordinal"], before, after)
         out["before"] = [node_summary(conn, view, n.entry_id) for n in prev]
         out["after"] = [node_summary(conn, view, n.entry_id) for n in nxt]
         return out
@@ -291,7 +293,7 @@ def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]
         content = []
         for f in fragments:
             full = texts.get(f.fragment_id, f.display_text())
-            item = {
+            item: dict[str, Any] = {
                 "fragmentId": f.fragment_id,
                 "kind": f.kind.value,
                 "toolName": f.tool_name,

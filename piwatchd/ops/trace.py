@@ -163,7 +163,7 @@ def event_trace(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any
         "parentMissing": local["parentRecorded"] if parent is None and local["parentRecorded"] else None,
         "children": [node_summary(conn, view, c.entry_id) for c in local["children"][:MAX_EDGES]],
         "siblings": [
-            {**node_summary(conn, view, s.entry_id), "provenance": "derived"} for s in local["siblings"][:MAX_EDGES]
+            {**(node_summary(conn, view, s.entry_id) or {}), "provenance": "derived"} for s in local["siblings"][:MAX_EDGES]
         ],
         "towardLeaf": None
         if toward is None

@@ -94,7 +94,7 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
         st = os.fstat(fd)
         prefix_hash = tail_hash = None
         same = checkpoint is not None and (st.st_dev, st.st_ino) == (checkpoint.dev, checkpoint.ino)
-        if same and st.st_size >= checkpoint.consumed:
+        if same and checkpoint is not None and st.st_size >= checkpoint.consumed:
             prefix_hash = hash_range(fd, 0, checkpoint.prefix_len)
             tail_hash = hash_range(fd, checkpoint.consumed - checkpoint.tail_len, checkpoint.tail_len)
         return Observation(

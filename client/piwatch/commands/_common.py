@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
 

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def add_parser(sub) -> None:
             a.add_argument("--npm", metavar="PATH", help="npm to run (default: npm on PATH, else next to this Python)")
 
 
-def agent_dir(explicit: str | None = None, env: dict[str, str] | None = None) -> Path:
+def agent_dir(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     raw = explicit or env.get("PI_CODING_AGENT_DIR") or "~/.pi/agent"
     return Path(os.path.expanduser(raw)).absolute()
@@ -115,7 +116,7 @@ def _run_npm(npm: str, target: Path) -> None:
     # npm run from a venv console script still needs node on PATH.
     env["PATH"] = os.pathsep.join([str(Path(npm).parent), env.get("PATH", "")])
     try:
-        proc = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, timeout=NPM_TIMEOUT)
+        proc = subprocess.run(cmd, check=False, cwd=target, env=env, capture_output=True, text=True, timeout=NPM_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"`{' '.join(cmd)}` in {target} failed: {exc}") from None
     if proc.returncode != 0:
@@ -126,7 +127,7 @@ def _run_npm(npm: str, target: Path) -> None:
 def install(agent: Path, source: Path, npm: str | None = None) -> dict[str, Any]:
     target = agent / "extensions" / EXT_NAME
     previous = _read_manifest(target)
-    if previous is None and (target.is_symlink() or target.exists() and not (target.is_dir() and not any(target.iterdir()))):
+    if previous is None and (target.is_symlink() or (target.exists() and not (target.is_dir() and not any(target.iterdir())))):
         raise InstallError(
             f"{target} exists and was not made by `piwatch pi install`; move it away first (nothing was changed)"
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ._common import add_scope_args, run_op
 
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
 def _when(ms: int | None) -> str:
     if ms is None:
         return "?"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def run(ns: argparse.Namespace) -> int:
