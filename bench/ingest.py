@@ -199,7 +199,7 @@ def append_cost(tmp: Path, source: Path, repeats: int = 30) -> dict:
 
 
 def rg_vs_search(db: Path, sessions: Path, words: list[str]) -> list[dict]:
-    from piwatchd.direct import search_index
+    from piwatch.client import Client, LocalTransport
 
     rows = []
     for word in words:
@@ -212,7 +212,8 @@ def rg_vs_search(db: Path, sessions: Path, words: list[str]) -> list[dict]:
         cli_s = time.perf_counter() - t
         hits = len(json.loads(cli.stdout)["hits"]) if cli.returncode == 0 else -1
         t = time.perf_counter()
-        search_index(db, {"query": word, "limit": 20})
+        with Client(transport=LocalTransport(db), caller={"all": True}) as c:
+            c.search(word, limit=20)
         inproc_s = time.perf_counter() - t
         rows.append({"query": word, "rgSeconds": round(rg_s, 4), "rgMatchingLines": rg_lines,
                      "piwatchSearchCliSeconds": round(cli_s, 4), "piwatchSearchInProcessSeconds": round(inproc_s, 4),

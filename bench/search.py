@@ -444,7 +444,7 @@ def in_process(db: Path, queries: list[dict]) -> dict:
     handler = []
     for a, x in zip(args, queries):
         t = time.perf_counter()
-        api.envelope("search", a, x["caller"], api.search(a, x["caller"]))
+        api.handle("search", a, x["caller"])
         handler.append(time.perf_counter() - t)
     per_query: list[dict[str, float]] = []
     phase1_rounds, fallbacks = [], 0
@@ -453,7 +453,7 @@ def in_process(db: Path, queries: list[dict]) -> dict:
     try:
         for a, x in zip(args, queries):
             timed.log.clear()
-            api.search(a, x["caller"])
+            api.handle("search", a, x["caller"])
             stages = dict.fromkeys(STAGES, 0.0)
             for stage, secs, _ in timed.log:
                 stages[stage] += secs

@@ -1,37 +1,47 @@
-"""Socket operations: authorization first, then read-only queries.
+"""The one request path: every operation, for the socket and the local CLI alike.
 
-Each handler takes the wire `args` and `caller` maps and returns a plain
-result or raises `ProtocolError`. An unauthorized target gets exactly the
-error a missing one gets, so nothing leaks the existence of other projects'
-sessions.
+`Api.handle(op, args, caller)` validates the args against the wire contract
+(`piwatch.wire`), resolves the caller's scope, computes the request's
+`Visibility` once, runs the operation and builds the envelope (freshness and
+warnings) from that same visibility, all inside one time budget. The socket
+server and `piwatch.transports.LocalTransport` both call it, so the daemon-less
+CLI answers with the same authorization as the daemon.
+
+A hidden session or event gets exactly the error a missing one gets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from piwatch.protocol import ErrorCode, ProtocolError
+import msgspec
+from piwatch import wire
+from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, ProtocolError
 
-from .auth import CallerScope, ScopeError, resolve_scope
-from .direct import request_from_args
-from .index.query import QueryError, roots_clause
+from .auth import CallerScope, ScopeError, is_under, resolve_scope
+from .catalog import list_sessions
+from .commits import CommitSignal
+from .index.query import QueryError, SearchFilters, SearchRequest, roots_clause
 from .index.schema import SchemaMismatch, open_reader
-from .index.search import QueryTimeout, search
+from .index.search import QueryTimeout, search, time_limit
 from .ops.read import OpError, event_read
 from .ops.trace import event_trace
-from .status import collect_status
+from .status import collect_status, service_status
+from .visibility import NOT_FOUND_MESSAGE, Visibility
 
-__all__ = ["Api", "ReaderPool"]
+__all__ = ["REQUEST_BUDGET", "Api", "ReaderPool", "file_progress"]
 
-NOT_FOUND_MESSAGE = "no such event in the sessions this caller may see"
-MAX_WAIT_SECONDS = 10.0
+REQUEST_BUDGET = 10.0  # seconds for one request: waiting, ranking, snippets and the envelope
+FRESHNESS_SESSIONS = 50  # at most this many sessions' freshness per response
+_TAIL_SCAN_MAX = 8 << 20  # bytes after the indexed end read to find a complete line
 
 
 class ReaderPool:
@@ -55,8 +65,55 @@ class ReaderPool:
             self._local.conn = None
 
 
+def file_progress(path: str, consumed: int) -> tuple[int | None, bool]:
+    """(file size, caught up) for a source indexed up to `consumed` bytes.
+
+    Only complete lines are ever indexed, so a file whose bytes past
+    `consumed` hold no newline (Pi is mid-write of its last line) is caught
+    up: nothing more can be indexed until that line ends.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None, False
+    try:
+        size = os.fstat(fd).st_size
+        if consumed >= size:
+            return size, True
+        if size - consumed > _TAIL_SCAN_MAX:
+            return size, False
+        return size, b"\n" not in os.pread(fd, size - consumed, consumed)
+    except OSError:
+        return None, False
+    finally:
+        os.close(fd)
+
+
 def _not_found() -> ProtocolError:
     return ProtocolError(ErrorCode.NOT_FOUND, NOT_FOUND_MESSAGE)
+
+
+@contextlib.contextmanager
+def _no_slot(deadline: float) -> Iterator[None]:
+    yield
+
+
+Slot = Callable[[float], contextlib.AbstractContextManager[None]]
+
+
+class _Request:
+    """What one request carries through its operation and envelope."""
+
+    def __init__(self, vis: Visibility | None, deadline: float) -> None:
+        self.vis = vis
+        self.deadline = deadline
+        self.sessions: list[str] = []  # sessions the answer names, for freshness and warnings
+
+    def remaining(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ProtocolError(ErrorCode.TIMEOUT, "the request used up its time budget")
+        return left
 
 
 class Api:
@@ -65,329 +122,320 @@ class Api:
         db_path: Path,
         *,
         configured_roots: tuple[str, ...] = (),
+        session_roots: tuple[str, ...] = (),
         service_snapshot: Callable[[], dict[str, Any]] | None = None,
         mark_dirty: Callable[[str], None] | None = None,
-        request_reindex: Callable[[str | None], dict[str, Any]] | None = None,
+        request_reindex: Callable[[str | None], None] | None = None,
+        hello_info: Callable[[], dict[str, Any]] | None = None,
+        commits: CommitSignal | None = None,
         query_timeout: float = 5.0,
+        request_budget: float = REQUEST_BUDGET,
     ) -> None:
         self.readers = ReaderPool(db_path)
         self.db_path = db_path
         self.configured_roots = configured_roots
-        self.service_snapshot = service_snapshot or dict
+        self.session_roots = session_roots
+        self.service_snapshot = service_snapshot or (dict)
         self.mark_dirty = mark_dirty or (lambda path: None)
         self.request_reindex = request_reindex
+        self.hello_info = hello_info or (dict)
+        self.commits = commits
         self.query_timeout = query_timeout
-
-    def handlers(self) -> dict[str, Callable[[dict, Any], Any]]:
-        return {
-            "status": self.status,
-            "search": self.search,
-            "read": self.read,
-            "trace": self.trace,
-            "sessions": self.sessions,
-            "reindex": self.reindex,
+        self.request_budget = request_budget
+        self._ops: dict[str, Callable[[Any, _Request, Slot], Any]] = {
+            "status": self._status,
+            "search": self._search,
+            "read": self._read,
+            "trace": self._trace,
+            "sessions": self._sessions,
+            "reindex": self._reindex,
         }
 
-    # -- helpers -------------------------------------------------------------
+    # -- the request path ----------------------------------------------------------
+
+    def hello(self, args: Any) -> wire.HelloResult:
+        proto = args.get("proto") if isinstance(args, dict) else None
+        if proto != PROTOCOL_VERSION:
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_PROTOCOL,
+                f"client speaks protocol {wire.quote(proto)}, piwatchd speaks {PROTOCOL_VERSION}: "
+                "upgrade the client and the daemon to the same piwatch version (restart piwatchd after upgrading)",
+            )
+        info = {"proto": PROTOCOL_VERSION, "version": "", "pid": os.getpid(), "startedAt": 0,
+                "capabilities": ["hello", *self._ops], **self.hello_info()}
+        return msgspec.convert(info, wire.HelloResult)
+
+    def handle(self, op: Any, args: Any, caller: Any, *, slot: Slot = _no_slot, budget: float | None = None) -> wire.Response:
+        """Answer one request (never raises for bad input: errors are responses)."""
+        req = _Request(None, time.monotonic() + (budget or self.request_budget))
+        try:
+            fn = self._ops.get(op) if isinstance(op, str) else None
+            if fn is None:
+                raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown op {wire.quote(op)}; known: {sorted(self._ops)}")
+            parsed = wire.decode_args(op, args)
+            scope = self._scope(caller)
+            try:
+                req.vis = Visibility(self._conn(), scope)
+            except ProtocolError:
+                if op != "status":
+                    raise
+                return wire.Response(id=None, ok=True, result=self._unready_status(scope), **self._envelope(req))
+            result = fn(parsed, req, slot)
+        except ProtocolError as exc:
+            req.sessions = []  # an error names no session
+            return wire.Response(id=None, ok=False, error=wire.ErrorBody(code=exc.code, message=wire.clip(exc.message, 2000)),
+                                 **self._envelope(req))
+        return wire.Response(id=None, ok=True, result=result, **self._envelope(req))
+
+    # -- helpers -----------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
         try:
             return self.readers.get()
-        except (FileNotFoundError, SchemaMismatch) as exc:
-            raise ProtocolError(ErrorCode.INTERNAL, f"index not ready: {exc}") from None
+        except (FileNotFoundError, SchemaMismatch, sqlite3.Error) as exc:
+            raise ProtocolError(
+                ErrorCode.UNAVAILABLE, f"the index {self.db_path} cannot be read: {wire.clip(str(exc))}"
+            ) from None
 
     def _scope(self, caller: Any) -> CallerScope:
         try:
-            return resolve_scope(caller, self.configured_roots)
+            scope = resolve_scope(wire.decode_caller(caller), self.configured_roots)
         except ScopeError as exc:
             raise ProtocolError(ErrorCode.BAD_REQUEST, str(exc)) from None
+        if scope.current_file and not self._under_session_roots(scope.current_file):
+            # Only files under the session roots are ever indexed or waited for.
+            scope = replace(scope, current_file=None)
+        return scope
 
-    def _session_row(self, conn, session_id: str):
-        return conn.execute(
-            "SELECT s.session_id, s.cwd_real, src.path, src.consumed, src.last_ingest_ms FROM sessions s"
-            " JOIN sources src ON src.source_id = s.source_id WHERE s.session_id = ?",
-            (session_id,),
-        ).fetchone()
+    def _under_session_roots(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(is_under(real, os.path.realpath(r)) for r in self.session_roots)
 
-    def _wait_for(self, session_ids: list[str], seconds: float, paths: tuple[str, ...] = ()) -> None:
-        """Bounded wait until the named sessions' files (and `paths`, e.g. the
-        caller's own session file, which may not be indexed yet) are fully ingested."""
-        deadline = time.monotonic() + min(max(seconds, 0.0), MAX_WAIT_SECONDS)
-        conn = self._conn()
-        while True:
-            files = {row[2] for sid in session_ids if (row := self._session_row(conn, sid)) is not None}
-            files.update(p for p in paths if p)
-            pending = []
-            for path in sorted(files):
-                row = conn.execute("SELECT consumed FROM sources WHERE path=?", (path,)).fetchone()
-                try:
-                    size = os.stat(path).st_size
-                except OSError:
-                    continue
-                if row is None or row[0] < size:
-                    pending.append(path)
+    @contextlib.contextmanager
+    def _limited(self, conn: sqlite3.Connection, req: _Request) -> Iterator[None]:
+        try:
+            with time_limit(conn, min(self.query_timeout, req.remaining())):
+                yield
+        except QueryTimeout as exc:
+            raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
+
+    # -- operations ----------------------------------------------------------------------
+
+    def _search(self, a: wire.SearchArgs, req: _Request, slot: Slot) -> wire.SearchResult:
+        vis = req.vis
+        assert vis is not None
+        request = _search_request(a)
+        scope = vis.scope
+        targeted = bool(scope.current_session) and scope.current_session in a.filters.session_id
+        if a.wait_seconds:
+            # Waiting holds no request slot; it wakes on each commit.
+            own = (scope.current_file,) if targeted and scope.current_file else ()
+            self._wait_for(vis, a.filters.session_id, own, min(a.wait_seconds, wire.MAX_WAIT_SECONDS), req)
+            vis.refresh()
+        with slot(req.deadline):
+            conn = vis.conn
+            exclude = (scope.current_session,) if scope.current_session and not (targeted and scope.cutoff_entry) else ()
+            filters = replace(
+                request.filters,
+                authorized_roots=scope.roots,
+                exclude_sessions=request.filters.exclude_sessions + exclude,
+                ordinal_caps=vis.search_caps(),
+                exclude_own_results=not a.include_own_results,
+            )
+            try:
+                raw = search(conn, replace(request, filters=filters), timeout=min(self.query_timeout, req.remaining()))
+            except QueryError as exc:
+                raise ProtocolError(ErrorCode.QUERY_ERROR, str(exc)) from None
+            except QueryTimeout as exc:
+                raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
+        result = msgspec.convert(raw, wire.SearchResult)
+        result.scope = wire.SearchScope(roots=None if scope.roots is None else list(scope.roots))
+        req.sessions = [h.session_id for h in result.hits]
+        return result
+
+    def _wait_for(self, vis: Visibility, session_ids: list[str], paths: tuple[str, ...], seconds: float, req: _Request) -> None:
+        """Wait until the named visible sessions' files (and `paths`: the
+        caller's own file, which may not be indexed yet) are caught up."""
+        deadline = min(time.monotonic() + seconds, req.deadline - 0.5)
+        files = {row.path for row in vis.sessions(session_ids).values()} | set(paths)
+        while files:
+            seen = self.commits.generation if self.commits else 0
+            pending = [p for p in sorted(files) if not self._caught_up(vis.conn, p)]
             if not pending or time.monotonic() >= deadline:
                 return
             for path in pending:
                 self.mark_dirty(path)
-            time.sleep(0.02)
+            if self.commits is None:
+                return  # no ingest service (the local CLI): nothing will change while we wait
+            self.commits.wait(seen, deadline - time.monotonic())
 
-    def _cutoff_caps(self, conn, scope: CallerScope) -> tuple[tuple[str, int], ...]:
-        """Ordinal caps hiding the invoking entry and everything after it, in
-        the current session and in forks that copied it."""
-        if not scope.current_session or not scope.cutoff_entry:
-            return ()
-        caps = []
-        row = conn.execute(
-            "SELECT ordinal FROM events WHERE session_id=? AND entry_id=?", (scope.current_session, scope.cutoff_entry)
-        ).fetchone()
-        caps.append((scope.current_session, row[0] if row else -1))
-        parents = [p for p in (scope.current_file, scope.current_session) if p]
-        like = f"%_{scope.current_session}.jsonl"
-        for sid, ordinal in conn.execute(
-            "SELECT e.session_id, e.ordinal FROM sessions s JOIN events e ON e.session_id = s.session_id"
-            f" WHERE (s.parent_session IN ({','.join('?' * len(parents))}) OR s.parent_session LIKE ?)"
-            " AND e.entry_id = ? AND s.session_id != ?",
-            (*parents, like, scope.cutoff_entry, scope.current_session),
-        ):
-            caps.append((sid, ordinal))
-        return tuple(caps)
+    @staticmethod
+    def _caught_up(conn: sqlite3.Connection, path: str) -> bool:
+        row = conn.execute("SELECT consumed FROM sources WHERE path=?", (path,)).fetchone()
+        size, done = file_progress(path, row[0] if row else 0)
+        return size is None or (row is not None and done)
 
-    def _visible_event(self, conn, scope: CallerScope, session_id: Any, entry_id: Any, caps=None) -> None:
-        """Raise the uniform not-found error unless the caller may see this event."""
-        if not isinstance(session_id, str) or not isinstance(entry_id, str):
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "sessionId and entryId must be strings")
-        row = conn.execute(
-            "SELECT s.cwd_real, e.ordinal FROM events e JOIN sessions s ON s.session_id = e.session_id"
-            " WHERE e.session_id=? AND e.entry_id=?",
-            (session_id, entry_id),
-        ).fetchone()
-        if row is None or not scope.allows_cwd(row[0]):
-            raise _not_found()
-        if scope.roots is not None or scope.current_session:
-            for sid, cap in self._cutoff_caps(conn, scope) if caps is None else caps:
-                if sid == session_id and row[1] >= cap:
-                    raise _not_found()
-            if session_id == scope.current_session and not scope.cutoff_entry:
+    def _event_op(self, op: Callable[[sqlite3.Connection, Any], dict[str, Any]], a: Any, req: _Request, slot: Slot) -> dict:
+        vis = req.vis
+        assert vis is not None
+        with slot(req.deadline), self._limited(vis.conn, req):
+            if not vis.event_visible(a.session_id, a.entry_id):
                 raise _not_found()
+            try:
+                raw = op(vis.conn, a)
+            except OpError as exc:
+                code = ErrorCode.NOT_FOUND if exc.code == "not-found" else ErrorCode.BAD_REQUEST
+                raise ProtocolError(code, wire.clip(str(exc))) from None
+        req.sessions = [a.session_id]
+        return raw
 
-    # -- operations ------------------------------------------------------------
+    def _read(self, a: wire.ReadArgs, req: _Request, slot: Slot) -> wire.ReadResult:
+        result = msgspec.convert(self._event_op(event_read, a, req, slot), wire.ReadResult)
+        assert req.vis is not None
+        return req.vis.filter_read(result)
 
-    def search(self, args: dict, caller: Any) -> dict[str, Any]:
-        scope = self._scope(caller)
-        try:
-            request = request_from_args(args)
-        except QueryError as exc:
-            raise ProtocolError(ErrorCode.QUERY_ERROR, str(exc)) from None
-        wait = args.get("waitSeconds")
-        if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0:
-            own_file = (scope.current_file,) if scope.current_file and scope.current_session in request.filters.session_ids else ()
-            self._wait_for(list(request.filters.session_ids), float(wait), own_file)
-        conn = self._conn()
-        filters = request.filters
-        targeted = scope.current_session in filters.session_ids if scope.current_session else False
-        exclude: tuple[str, ...] = ()
-        if scope.current_session and (not targeted or not scope.cutoff_entry):
-            exclude = (scope.current_session,)
-        if args.get("includeOwnResults") is not True:
-            filters = replace(filters, exclude_own_results=True)
-        filters = replace(
-            filters,
-            authorized_roots=scope.roots,
-            exclude_sessions=filters.exclude_sessions + exclude,
-            ordinal_caps=self._cutoff_caps(conn, scope),
-        )
-        try:
-            result = search(conn, replace(request, filters=filters), timeout=self.query_timeout)
-            result["scope"] = {"roots": None if scope.roots is None else list(scope.roots)}
-            return result
-        except QueryError as exc:
-            raise ProtocolError(ErrorCode.QUERY_ERROR, str(exc)) from None
-        except QueryTimeout as exc:
-            raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
+    def _trace(self, a: wire.TraceArgs, req: _Request, slot: Slot) -> wire.TraceResult:
+        result = msgspec.convert(self._event_op(event_trace, a, req, slot), wire.TraceResult)
+        assert req.vis is not None
+        return req.vis.filter_trace(result)
 
-    def _op(self, name: str, args: dict, caller: Any) -> dict[str, Any]:
-        scope = self._scope(caller)
-        conn = self._conn()
-        self._visible_event(conn, scope, args.get("sessionId"), args.get("entryId"))
-        fn = event_read if name == "read" else event_trace
-        try:
-            result = fn(conn, args)
-        except OpError as exc:
-            code = ErrorCode.NOT_FOUND if exc.code == "not-found" else ErrorCode.BAD_REQUEST
-            raise ProtocolError(code, str(exc)) from None
-        caps = self._cutoff_caps(conn, scope)  # once per request, not once per node
-        return _filter_visible(result, lambda sid, eid: self._is_visible(conn, scope, sid, eid, caps))
-
-    def _is_visible(self, conn, scope: CallerScope, session_id: str, entry_id: str | None, caps=None) -> bool:
-        if entry_id is None:
-            row = conn.execute("SELECT cwd_real FROM sessions WHERE session_id=?", (session_id,)).fetchone()
-            return row is not None and scope.allows_cwd(row[0]) and (
-                session_id != scope.current_session or bool(scope.cutoff_entry))
-        try:
-            self._visible_event(conn, scope, session_id, entry_id, caps)
-            return True
-        except ProtocolError:
-            return False
-
-    def read(self, args: dict, caller: Any) -> dict[str, Any]:
-        return self._op("read", args, caller)
-
-    def trace(self, args: dict, caller: Any) -> dict[str, Any]:
-        return self._op("trace", args, caller)
-
-    def sessions(self, args: dict, caller: Any) -> dict[str, Any]:
-        scope = self._scope(caller)
-        limit = args.get("limit", 50)
-        offset = args.get("offset", 0)
-        if not isinstance(limit, int) or not 1 <= limit <= 500 or not isinstance(offset, int) or offset < 0:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "limit must be 1-500 and offset >= 0")
-        conn = self._conn()
+    def _sessions(self, a: wire.SessionsArgs, req: _Request, slot: Slot) -> wire.SessionsResult:
+        vis = req.vis
+        assert vis is not None
+        scope = vis.scope
         where, params = ("1", []) if scope.roots is None else roots_clause("s.cwd_real", scope.roots)
-        if scope.current_session and not scope.cutoff_entry:
+        if scope.current_session:
+            # The caller's own session is never listed: its later entries lie past the cutoff.
             where += " AND s.session_id != ?"
             params.append(scope.current_session)
-        rows = conn.execute(
-            "SELECT s.session_id, s.name, s.cwd, s.created, s.first_ms, s.last_ms, s.entry_count, s.parent_session,"
-            " s.format, src.path, src.state FROM sessions s JOIN sources src ON src.source_id = s.source_id"
-            f" WHERE {where} ORDER BY coalesce(s.last_ms, 0) DESC, s.session_id LIMIT ? OFFSET ?",
-            (*params, limit + 1, offset),
-        ).fetchall()
+        with slot(req.deadline), self._limited(vis.conn, req):
+            rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
         items = [
-            {
-                "sessionId": r[0],
-                "name": r[1],
-                "cwd": r[2],
-                "created": r[3],
-                "firstMs": r[4],
-                "lastMs": r[5],
-                "events": r[6],
-                "parentSession": r[7],
-                "format": r[8],
-                "path": r[9],
-                "state": r[10],
-            }
-            for r in rows[:limit]
+            wire.SessionItem(session_id=r.session_id, name=r.name, cwd=r.cwd, created=r.created, first_ms=r.first_ms,
+                             last_ms=r.last_ms, events=r.entry_count, parent_session=r.parent_session, format=r.format,
+                             path=r.path, state=r.state)
+            for r in rows[: a.limit]
         ]
-        return {"sessions": items, "hasMore": len(rows) > limit, "limit": limit, "offset": offset}
+        return wire.SessionsResult(sessions=items, has_more=len(rows) > a.limit, limit=a.limit, offset=a.offset)
 
-    def status(self, args: dict, caller: Any) -> dict[str, Any]:
-        try:
-            result = collect_status(self.db_path)
-        except (FileNotFoundError, SchemaMismatch) as exc:
-            result = {"index": f"not ready: {exc}"}
-        live = self.service_snapshot()
-        if live:
+    def _status(self, a: wire.StatusArgs, req: _Request, slot: Slot) -> wire.StatusResult:
+        vis = req.vis
+        assert vis is not None
+        snapshot = self.service_snapshot()
+        with slot(req.deadline), self._limited(vis.conn, req):
+            result = collect_status(vis.conn, self.db_path, roots=vis.scope.roots)
+        if snapshot:
             # The live snapshot is fresher than the row the service last wrote.
-            result["service"] = {**(result.get("service") or {}), **live, "running": True, "updated_age_s": 0}
+            live = service_status({**snapshot, "running": True, "updated_age_s": 0})
+            result.service = live if vis.scope.roots is None else _public_service(live)
+        elif vis.scope.roots is not None and result.service is not None:
+            result.service = _public_service(result.service)
         return result
 
-    def reindex(self, args: dict, caller: Any) -> dict[str, Any]:
-        if self.request_reindex is None:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "reindex needs the running ingest service")
-        session_id = args.get("sessionId")
-        if session_id is not None and not isinstance(session_id, str):
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "sessionId must be a string")
-        if session_id is not None:
-            row = self._session_row(self._conn(), session_id)
-            if row is None:
-                raise _not_found()
-        return self.request_reindex(session_id)
-
-    # -- envelope ----------------------------------------------------------------
-
-    def envelope(self, op: str, args: dict, caller: Any, result: Any) -> dict[str, Any]:
-        """Warnings and the freshness watermark that ride along every response."""
-        snapshot = self.service_snapshot() or {}
-        sessions: set[str] = set()
-        if isinstance(result, dict):
-            for hit in result.get("hits") or []:
-                sessions.add(hit["sessionId"])
-            if isinstance(result.get("event"), dict) and result["event"].get("sessionId"):
-                sessions.add(result["event"]["sessionId"])
-        if isinstance(args.get("sessionId"), str):
-            sessions.add(args["sessionId"])
-        fresh = []
-        warnings = []
+    def _unready_status(self, scope: CallerScope) -> wire.StatusResult:
+        """Status while the index cannot be read (being created or missing)."""
+        snapshot = self.service_snapshot()
         try:
-            conn = self._conn()
+            self.readers.get()
+            error = "the index is not ready"
+        except (OSError, SchemaMismatch, sqlite3.Error) as exc:
+            error = wire.clip(str(exc))
+        service = service_status({**snapshot, "running": True}) if snapshot else None
+        if service is not None and scope.roots is not None:
+            service = _public_service(service)
+        return wire.StatusResult(ready=False, index_error=error, service=service)
+
+    def _reindex(self, a: wire.ReindexArgs, req: _Request, slot: Slot) -> wire.ReindexResult:
+        if self.request_reindex is None:
+            raise ProtocolError(ErrorCode.UNAVAILABLE, "reindex needs the running ingest service (start piwatchd)")
+        vis = req.vis
+        assert vis is not None
+        if a.session_id is None:
+            if vis.scope.roots is not None:
+                raise ProtocolError(ErrorCode.BAD_REQUEST, "reindex of every session is for the local CLI (caller all)")
+            self.request_reindex(None)
+            return wire.ReindexResult(queued="all")
+        row = vis.session(a.session_id)
+        if row is None:
+            raise _not_found()
+        self.request_reindex(row.path)
+        req.sessions = [a.session_id]
+        return wire.ReindexResult(queued=a.session_id)
+
+    # -- envelope --------------------------------------------------------------------------
+
+    def _envelope(self, req: _Request) -> dict[str, Any]:
+        """Freshness and warnings of the sessions the answer names (only those
+        the caller may see), plus the service's catch-up progress."""
+        snapshot = self.service_snapshot() or {}
+        warnings = _catch_up_warnings(snapshot)
+        fresh = []
+        vis = req.vis
+        if vis is not None and req.sessions:
             now = time.time() * 1000
-            for sid in sorted(sessions)[:50]:
-                row = self._session_row(conn, sid)
-                if row is None:
-                    continue
-                try:
-                    size = os.stat(row[2]).st_size
-                except OSError:
-                    size = None
-                fresh.append(
-                    {
-                        "sessionId": sid,
-                        "indexedBytes": row[3],
-                        "fileBytes": size,
-                        "complete": size is not None and row[3] >= size,
-                        "msSinceIngest": None if row[4] is None else int(now - row[4]),
-                    }
-                )
-            for path, state, error in conn.execute(
-                "SELECT path, state, error FROM sources WHERE state IN ('stale','unsupported','unreadable','duplicate')"
-                " ORDER BY path LIMIT 5"
-            ):
-                warnings.append({"code": state, "path": path, "message": error})
-        except ProtocolError:
-            pass
-        for w in snapshot.get("warnings", []) if isinstance(snapshot, dict) else []:
-            warnings.append(w)
+            for sid, row in list(vis.sessions(req.sessions).items())[:FRESHNESS_SESSIONS]:
+                size, done = file_progress(row.path, row.consumed)
+                fresh.append(wire.SessionFreshness(
+                    session_id=sid, indexed_bytes=row.consumed, file_bytes=size, complete=done,
+                    ms_since_ingest=None if row.last_ingest_ms is None else int(now - row.last_ingest_ms)))
+                if row.state != "ok":
+                    warnings.append(wire.Notice(code=row.state, path=row.path,
+                                                message=wire.clip(row.error or f"the source is {row.state}")))
+        last_scan = snapshot.get("last_scan") if isinstance(snapshot.get("last_scan"), dict) else {}
         return {
-            "freshness": {"sessions": fresh, "backlog": snapshot.get("backlog"), "lastScanMs": snapshot.get("lastScanMs")},
             "warnings": warnings,
+            "freshness": wire.Freshness(sessions=fresh, backlog=snapshot.get("backlog_files"),
+                                        last_scan_ms=(last_scan or {}).get("at_ms")),
         }
 
 
-_ID_LIST_KEYS = frozenset({"alternatives", "candidates"})
-_ID_KEYS = frozenset({"at", "followed"})
-_HIDDEN = object()
+def _catch_up_warnings(snapshot: dict[str, Any]) -> list[wire.Notice]:
+    out = [wire.Notice(code="watch", message=wire.clip(str(w))) for w in snapshot.get("warnings") or []]
+    if snapshot and snapshot.get("startup_seconds") is None and snapshot.get("phase") not in (None, "stopped"):
+        known = int(snapshot.get("files_known") or 0)
+        backlog = int(snapshot.get("backlog_files") or 0)
+        if known == 0:
+            message = "indexing: listing the session files, results may be incomplete"
+        else:
+            message = f"indexing: {max(0, known - backlog)} of {known} files, results may be incomplete"
+        out.insert(0, wire.Notice(code="indexing", message=message))
+    return out
 
 
-def _filter_visible(result: Any, visible: Callable[[str, str | None], bool], session_id: str | None = None) -> Any:
-    """Remove every node the caller may not see from a read/trace result.
-
-    Neighbours, relationship targets, fork candidates and the materialized
-    leaf can point past the invocation cutoff or into another project's
-    session (fork anchors). Ids without a session belong to the event's own
-    session. Hidden nodes disappear from lists and become None elsewhere.
-    """
-    if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
-        session_id = result["sessionId"]
-    return _redact(result, visible, session_id, top=True)
+def _public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
+    """What a workspace caller may see of the service: progress, no paths of
+    other projects' files."""
+    return wire.ServiceStatus(
+        pid=svc.pid, phase=svc.phase, running=svc.running, started_ms=svc.started_ms, heartbeat_ms=svc.heartbeat_ms,
+        updated_age_s=svc.updated_age_s, uptime_seconds=svc.uptime_seconds, files_known=svc.files_known,
+        backlog_files=svc.backlog_files, startup_seconds=svc.startup_seconds,
+        last_scan=wire.ScanInfo(at_ms=svc.last_scan.at_ms) if svc.last_scan else None,
+    )
 
 
-def _redact(value: Any, visible: Callable[[str, str | None], bool], sid: str | None, top: bool = False) -> Any:
-    if isinstance(value, dict):
-        own_sid = value.get("sessionId") if isinstance(value.get("sessionId"), str) else sid
-        if not top and isinstance(value.get("entryId"), str) and own_sid and not visible(own_sid, value["entryId"]):
-            return _HIDDEN
-        if not top and isinstance(value.get("sessionId"), str) and value.get("entryId") is None:
-            if not visible(value["sessionId"], None):  # a whole session, e.g. a fork's parent
-                return _HIDDEN
-        target = value.get("target")
-        if isinstance(target, dict) and isinstance(target.get("entryId"), str):
-            tsid = target.get("sessionId") if isinstance(target.get("sessionId"), str) else sid
-            if tsid and not visible(tsid, target["entryId"]):
-                return _HIDDEN
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key in _ID_LIST_KEYS and isinstance(item, list):
-                out[key] = [
-                    x for x in (_redact(i, visible, sid) for i in item)
-                    if x is not _HIDDEN and not (isinstance(x, str) and sid and not visible(sid, x))
-                ]
-            elif key in _ID_KEYS and isinstance(item, str) and sid and not visible(sid, item):
-                return _HIDDEN
-            else:
-                red = _redact(item, visible, sid)
-                out[key] = None if red is _HIDDEN else red
-        return out
-    if isinstance(value, list):
-        return [x for x in (_redact(i, visible, sid) for i in value) if x is not _HIDDEN]
-    return value
+def _search_request(a: wire.SearchArgs) -> SearchRequest:
+    """The wire's search args as the engine's request (paths normalized)."""
+    f = a.filters
+
+    def norm(path: str | None) -> str | None:
+        return os.path.normpath(path) if path else None
+
+    if any("\x00" in p for p in (f.cwd or "", f.cwd_under or "", *f.files)):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "paths in filters must not contain NUL")
+    filters = SearchFilters(
+        session_ids=tuple(f.session_id),
+        cwd=norm(f.cwd),
+        cwd_under=norm(f.cwd_under),
+        event_types=tuple(f.event_type),
+        kinds=tuple(f.kind),
+        roles=tuple(f.role),
+        tools=tuple(f.tool),
+        since_ms=f.since_ms,
+        until_ms=f.until_ms,
+        is_error=f.is_error,
+        branch_states=tuple(f.branch_state),
+        selection_states=tuple(f.selection_state),
+        files=tuple(os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in f.files if p),
+        file_mode=f.file_mode,
+    )
+    return SearchRequest(a.query, filters, a.limit, a.offset)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from piwatch.protocol import ProtocolError
+from piwatch.wire import Caller, decode_caller
 
 __all__ = ["CallerScope", "ScopeError", "resolve_scope", "is_under", "canonical", "git_root"]
 
@@ -61,47 +63,48 @@ class CallerScope:
         return cwd_real is not None and any(is_under(cwd_real, r) for r in self.roots)
 
 
-def _absolute(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value.startswith("/"):
+def _absolute(value: str, name: str) -> str:
+    if not value.startswith("/"):
         raise ScopeError(f"caller {name} must be an absolute path")
+    if "\x00" in value:
+        raise ScopeError(f"caller {name} must not contain NUL")
     return value
 
 
-def resolve_scope(caller: Any, configured_roots: Iterable[str] = ()) -> CallerScope:
-    """Turn the wire `caller` map into a scope. Raises ScopeError when unusable."""
+def resolve_scope(caller: Caller | object, configured_roots: Iterable[str] = ()) -> CallerScope:
+    """Turn the wire caller (a `Caller`, or its map) into a scope. Raises
+    ScopeError when unusable."""
     if caller is None:
         raise ScopeError("this request needs a caller context: cwd or workspaceRoot (or all: true from the local CLI)")
-    if not isinstance(caller, dict):
-        raise ScopeError("caller must be a map")
-
-    def opt_str(key: str) -> str | None:
-        value = caller.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise ScopeError(f"caller {key} must be a string")
-        return value
-
+    if not isinstance(caller, Caller):
+        try:
+            caller = decode_caller(caller)
+        except ProtocolError as exc:
+            raise ScopeError(exc.message) from None
+        assert caller is not None
+    for name, value in (("sessionId", caller.session_id), ("sessionFile", caller.session_file),
+                        ("cutoffEntryId", caller.cutoff_entry_id), ("toolCallId", caller.tool_call_id)):
+        if value is not None and "\x00" in value:
+            raise ScopeError(f"caller {name} must not contain NUL")
     current = {
-        "current_session": opt_str("sessionId"),
-        "current_file": opt_str("sessionFile"),
-        "cutoff_entry": opt_str("cutoffEntryId"),
-        "tool_call_id": opt_str("toolCallId"),
+        "current_session": caller.session_id or None,
+        "current_file": caller.session_file or None,
+        "cutoff_entry": caller.cutoff_entry_id or None,
+        "tool_call_id": caller.tool_call_id or None,
     }
-    if caller.get("all") is True:
+    if current["current_file"] is not None:
+        current["current_file"] = canonical(_absolute(current["current_file"], "sessionFile"))
+    if caller.all:
         return CallerScope(None, **current)
     roots: list[str] = []
-    if caller.get("workspaceRoot") is not None:
-        roots.append(canonical(_absolute(caller["workspaceRoot"], "workspaceRoot")))
-    elif caller.get("cwd") is not None:
-        cwd = canonical(_absolute(caller["cwd"], "cwd"))
+    if caller.workspace_root is not None:
+        roots.append(canonical(_absolute(caller.workspace_root, "workspaceRoot")))
+    elif caller.cwd is not None:
+        cwd = canonical(_absolute(caller.cwd, "cwd"))
         configured = sorted((canonical(r) for r in configured_roots), key=len, reverse=True)
         match = next((r for r in configured if is_under(cwd, r)), None)
         roots.append(match or git_root(cwd) or cwd)
     else:
         raise ScopeError("caller needs cwd or workspaceRoot")
-    extra = caller.get("extraRoots") or []
-    if not isinstance(extra, list):
-        raise ScopeError("caller extraRoots must be a list of absolute paths")
-    roots.extend(canonical(_absolute(r, "extraRoots entry")) for r in extra)
+    roots.extend(canonical(_absolute(r, "extraRoots entry")) for r in caller.extra_roots)
     return CallerScope(tuple(dict.fromkeys(roots)), **current)

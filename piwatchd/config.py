@@ -5,8 +5,10 @@ Settings come from the environment and an optional TOML file at
 
     extra_session_dirs = ["~/pi-archive"]   # read in addition to Pi's own
     db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
+    workspace_roots = ["~/work/monorepo"]   # authorize a caller below one for the whole root
 
-Environment overrides: `PIWATCH_DB`, `PIWATCH_EXTRA_SESSION_DIRS` (os.pathsep-separated).
+Environment overrides: `PIWATCH_DB`, `PIWATCH_EXTRA_SESSION_DIRS`, `PIWATCH_WORKSPACE_ROOTS`
+(both os.pathsep-separated).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 class Settings:
     db_path: Path
     extra_session_dirs: tuple[str, ...] = field(default_factory=tuple)
+    # Authorization roots: a caller whose cwd lies below one is authorized for
+    # the whole root (say a monorepo), ahead of its Git worktree root.
+    workspace_roots: tuple[str, ...] = field(default_factory=tuple)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -50,4 +55,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     extra = [str(x) for x in data.get("extra_session_dirs", []) if isinstance(x, str)]
     if env.get("PIWATCH_EXTRA_SESSION_DIRS"):
         extra += [p for p in env["PIWATCH_EXTRA_SESSION_DIRS"].split(os.pathsep) if p]
-    return Settings(Path(db).expanduser(), tuple(os.path.expanduser(p) for p in extra))
+    roots = [os.path.expanduser(x) for x in data.get("workspace_roots", []) if isinstance(x, str)]
+    if env.get("PIWATCH_WORKSPACE_ROOTS"):
+        roots += [os.path.expanduser(p) for p in env["PIWATCH_WORKSPACE_ROOTS"].split(os.pathsep) if p]
+    return Settings(
+        Path(db).expanduser(),
+        tuple(os.path.expanduser(p) for p in extra),
+        tuple(r for r in roots if os.path.isabs(r)),
+    )

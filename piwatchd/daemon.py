@@ -145,43 +145,26 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
         return {"proto": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
                 "startedAt": int(started * 1000), "capabilities": list(OPS)}
 
-    def reindex(session_id: str | None) -> dict:
-        import sqlite3
-
-        if session_id is None:
-            service.request_rebuild(None)
-            return {"queued": "all"}
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            row = conn.execute(
-                "SELECT src.path FROM sessions s JOIN sources src ON src.source_id = s.source_id WHERE s.session_id=?",
-                (session_id,),
-            ).fetchone()
-        finally:
-            conn.close()
-        if row:
-            service.request_rebuild(row[0])
-        return {"queued": session_id}
 
     def service_snapshot() -> dict:
         snap = service.snapshot()
-        snap["uptimeSeconds"] = round(time.time() - started, 1)
+        snap["uptime_seconds"] = round(time.time() - started, 1)
         snap["socket"] = str(sock_path)
-        snap["requestsServed"] = server.requests_served
-        snap["backlog"] = snap.get("backlog_files")
-        snap["lastScanMs"] = (snap.get("last_scan") or {}).get("finished_ms") if isinstance(snap.get("last_scan"), dict) else None
+        snap["requests_served"] = server.requests_served
         return snap
 
     api = Api(
         db_path,
-        configured_roots=tuple(getattr(settings, "workspace_roots", ()) or ()),
+        configured_roots=settings.workspace_roots,
+        session_roots=tuple(roots),
         service_snapshot=service_snapshot,
         mark_dirty=dirty.mark,
-        request_reindex=reindex,
+        request_reindex=service.request_rebuild,
+        hello_info=hello_info,
+        commits=service.commits,
         query_timeout=ns.query_timeout,
     )
-    server = Server(sock_path, api.handlers(), hello_info=hello_info, envelope=api.envelope,
-                    on_connection_end=api.readers.reset)
+    server = Server(sock_path, api.handle, hello=api.hello, on_connection_end=api.readers.reset)
     log.info("piwatchd %d: index %s; socket %s; roots %s", os.getpid(), db_path, sock_path, ", ".join(roots))
     rc = 0
     ping_every = watchdog_interval()

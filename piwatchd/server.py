@@ -3,8 +3,11 @@
 One accept thread; one thread per connection (idle connections cost a thread,
 not a query slot); request execution bounded by a semaphore so a flood of
 slow queries cannot starve ingest or the other clients. Every limit is
-checked before the expensive step it protects. Handlers are plain functions
-`(args, caller) -> result` that may raise `ProtocolError` for clean errors.
+checked before the expensive step it protects. A frame must arrive whole
+within `frame_timeout` once its first byte did, and when every connection is
+taken the one idle longest is closed for the newcomer, so slow or idle
+clients can never lock the others out. The request itself is answered by
+`piwatchd.api.Api.handle` (the one request path, shared with the local CLI).
 """
 
 from __future__ import annotations
@@ -17,33 +20,34 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from piwatch.protocol import (
     MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION,
     ConnectionClosed,
     ErrorCode,
-    FrameTooLarge,
     ProtocolError,
     recv_frame,
     send_frame,
 )
 
-__all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_uid", "Handler"]
+__all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_uid", "HandleFn", "HelloFn"]
 
 log = logging.getLogger("piwatchd.server")
 
-Handler = Callable[[dict, Any], Any]
+# Api.handle(op, args, caller, slot=...) -> wire.Response; Api.hello(args) -> result.
+HandleFn = Callable[..., Any]
+HelloFn = Callable[[Any], Any]
 
 
 class ServerLimits:
     max_connections = 256
     max_requests_per_connection = 10_000
     idle_timeout = 60.0  # seconds a connection may sit between frames
-    frame_timeout = 10.0  # seconds to deliver one frame once it started
+    frame_timeout = 10.0  # seconds to deliver one whole frame once its first byte arrived
     concurrent_requests = 8
     queue_wait = 10.0  # seconds a request waits for a slot before `busy`
 
@@ -84,21 +88,31 @@ def peer_uid(conn: socket.socket) -> int | None:
     return None
 
 
+class _Conn:
+    """One connection's bookkeeping: who to evict when every slot is taken."""
+
+    __slots__ = ("sock", "thread", "last_active", "in_request")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.thread: threading.Thread | None = None
+        self.last_active = time.monotonic()
+        self.in_request = False
+
+
 class Server:
     def __init__(
         self,
         path: Path,
-        handlers: dict[str, Handler],
+        handle: HandleFn,
         *,
-        hello_info: Callable[[], dict[str, Any]],
-        envelope: Callable[[str, dict, Any, Any], dict[str, Any]] | None = None,
+        hello: HelloFn,
         limits: ServerLimits | None = None,
         on_connection_end: Callable[[], None] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.handlers = handlers
-        self.hello_info = hello_info
-        self.envelope = envelope
+        self.handle = handle
+        self.hello = hello
         self.limits = limits or ServerLimits()
         # Per-connection-thread resources (the read-only SQLite connection) are
         # released here; otherwise every finished client leaves its files open.
@@ -107,10 +121,11 @@ class Server:
         self._inode: int | None = None
         self._stop = threading.Event()
         self._accept_thread: threading.Thread | None = None
-        self._conn_threads: set[threading.Thread] = set()
+        self._conns: dict[threading.Thread, _Conn] = {}
         self._conn_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.limits.concurrent_requests)
         self.requests_served = 0
+        self.evicted = 0
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -159,14 +174,18 @@ class Server:
         except FileNotFoundError:
             pass
         with self._conn_lock:
-            threads = list(self._conn_threads)
+            conns = list(self._conns.values())
+        for c in conns:
+            if not c.in_request:
+                _shutdown(c.sock)  # wake threads blocked in recv
         deadline = time.monotonic() + timeout
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        for c in conns:
+            if c.thread is not None:
+                c.thread.join(max(0.0, deadline - time.monotonic()))
 
     def threads(self) -> list[threading.Thread]:
         with self._conn_lock:
-            return [t for t in [self._accept_thread, *self._conn_threads] if t is not None]
+            return [t for t in [self._accept_thread, *self._conns] if t is not None]
 
     # -- connections -------------------------------------------------------------
 
@@ -188,12 +207,27 @@ class Server:
                 conn.close()
                 continue
             with self._conn_lock:
-                if len(self._conn_threads) >= self.limits.max_connections:
+                if len(self._conns) >= self.limits.max_connections and not self._evict_idlest():
                     self._refuse(conn, ErrorCode.BUSY, "too many connections; try again")
                     continue
-                t = threading.Thread(target=self._serve, args=(conn,), name="piwatchd-conn", daemon=True)
-                self._conn_threads.add(t)
+                entry = _Conn(conn)
+                t = threading.Thread(target=self._serve, args=(entry,), name="piwatchd-conn", daemon=True)
+                entry.thread = t
+                self._conns[t] = entry
             t.start()
+
+    def _evict_idlest(self) -> bool:
+        """Close the connection that has waited longest without a request in
+        flight (idle between frames or trickling one in). Holds _conn_lock."""
+        idle = [c for c in self._conns.values() if not c.in_request]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: c.last_active)
+        _shutdown(victim.sock)
+        if victim.thread is not None:
+            self._conns.pop(victim.thread, None)
+        self.evicted += 1
+        return True
 
     def _refuse(self, conn: socket.socket, code: str, message: str) -> None:
         try:
@@ -203,9 +237,10 @@ class Server:
             pass
         conn.close()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, entry: _Conn) -> None:
+        conn = entry.sock
         try:
-            self._serve_frames(conn)
+            self._serve_frames(entry)
         except Exception:  # never let one connection take the daemon down
             log.exception("connection handler failed")
         finally:
@@ -216,98 +251,92 @@ class Server:
                 except Exception:
                     log.exception("releasing connection resources failed")
             with self._conn_lock:
-                self._conn_threads.discard(threading.current_thread())
+                self._conns.pop(threading.current_thread(), None)
 
-    def _serve_frames(self, conn: socket.socket) -> None:
+    def _serve_frames(self, entry: _Conn) -> None:
+        conn = entry.sock
         greeted = False
         for _ in range(self.limits.max_requests_per_connection):
             if self._stop.is_set():
                 return
             conn.settimeout(self.limits.idle_timeout)
             try:
-                message = recv_frame(conn, MAX_REQUEST_BYTES)
+                message = recv_frame(conn, MAX_REQUEST_BYTES, frame_timeout=self.limits.frame_timeout)
             except (TimeoutError, ConnectionClosed, ConnectionResetError, OSError):
                 return
-            except FrameTooLarge as exc:
-                # The body was not read, so the stream cannot be resynchronised.
-                self._reply(conn, None, error=(exc.code, exc.message))
-                return
             except ProtocolError as exc:
-                self._reply(conn, None, error=(exc.code, exc.message))
+                # Too large or undecodable: the stream cannot be resynchronised.
+                self._reply(conn, {"id": None, "ok": False, "error": {"code": exc.code, "message": exc.message}})
                 return
+            entry.last_active = time.monotonic()
             if not isinstance(message, dict):
-                self._reply(conn, None, error=(ErrorCode.BAD_REQUEST, "a request must be a map"))
+                self._reply(conn, _error(None, ErrorCode.BAD_REQUEST, "a request must be a map"))
                 return
             req_id = message.get("id")
-            if not isinstance(req_id, (int, str, type(None))):
+            if isinstance(req_id, bool) or not isinstance(req_id, (int, str, type(None))):
                 req_id = None
             op = message.get("op")
             if not greeted:
                 if op != "hello":
-                    self._reply(conn, req_id, error=(ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
+                    self._reply(conn, _error(req_id, ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
                     return
                 greeted = self._hello(conn, req_id, message.get("args"))
                 if not greeted:
                     return
                 continue
-            self._dispatch(conn, req_id, op, message)
+            entry.in_request = True
+            try:
+                response = self._dispatch(req_id, op, message)
+            finally:
+                entry.in_request = False
+                entry.last_active = time.monotonic()
+            self._reply(conn, response)
 
     def _hello(self, conn: socket.socket, req_id: Any, args: Any) -> bool:
-        proto = args.get("proto") if isinstance(args, dict) else None
-        if proto != PROTOCOL_VERSION:
-            self._reply(
-                conn,
-                req_id,
-                error=(
-                    ErrorCode.UNSUPPORTED_PROTOCOL,
-                    f"client speaks protocol {proto!r}, piwatchd speaks {PROTOCOL_VERSION}: "
-                    "upgrade the client and the daemon to the same piwatch version "
-                    "(restart piwatchd after upgrading)",
-                ),
-            )
+        try:
+            result = self.hello(args)
+        except ProtocolError as exc:
+            self._reply(conn, _error(req_id, exc.code, exc.message))
             return False
-        self._reply(conn, req_id, result=self.hello_info())
+        self._reply(conn, {"id": req_id, "ok": True, "result": result})
         return True
 
-    def _dispatch(self, conn: socket.socket, req_id: Any, op: Any, message: dict) -> None:
-        handler = self.handlers.get(op) if isinstance(op, str) else None
-        if handler is None:
-            self._reply(conn, req_id, error=(ErrorCode.BAD_REQUEST, f"unknown op {op!r}; known: {sorted(self.handlers)}"))
-            return
-        args = message.get("args") or {}
-        if not isinstance(args, dict):
-            self._reply(conn, req_id, error=(ErrorCode.BAD_REQUEST, "args must be a map"))
-            return
-        if not self._slots.acquire(timeout=self.limits.queue_wait):
-            self._reply(conn, req_id, error=(ErrorCode.BUSY, "piwatchd is busy; try again"))
-            return
+    @contextmanager
+    def _slot(self, deadline: float) -> Iterator[None]:
+        """One of the bounded request slots, waited for at most until `deadline`."""
+        wait = min(self.limits.queue_wait, deadline - time.monotonic())
+        if wait <= 0 or not self._slots.acquire(timeout=wait):
+            raise ProtocolError(ErrorCode.BUSY, "piwatchd is busy; try again")
         try:
-            result = handler(args, message.get("caller"))
-        except ProtocolError as exc:
-            self._reply(conn, req_id, error=(exc.code, exc.message), op=op, args=args, caller=message.get("caller"))
-            return
-        except Exception as exc:
-            log.exception("op %s failed", op)
-            self._reply(conn, req_id, error=(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"))
-            return
+            yield
         finally:
             self._slots.release()
-        self.requests_served += 1
-        self._reply(conn, req_id, result=result, op=op, args=args, caller=message.get("caller"))
 
-    def _reply(self, conn, req_id, *, result=None, error=None, op=None, args=None, caller=None) -> None:
-        response: dict[str, Any] = {"id": req_id, "ok": error is None}
-        if error is None:
-            response["result"] = result
-        else:
-            response["error"] = {"code": error[0], "message": error[1]}
-        if self.envelope is not None and op is not None:
-            try:
-                response.update(self.envelope(op, args or {}, caller, result))
-            except Exception:
-                log.exception("building the response envelope failed")
+    def _dispatch(self, req_id: Any, op: Any, message: dict) -> Any:
+        args = message.get("args")
+        try:
+            response = self.handle(op, {} if args is None else args, message.get("caller"), slot=self._slot)
+        except Exception as exc:
+            log.exception("op %s failed", op if isinstance(op, str) else "?")
+            return _error(req_id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
+        response.id = req_id
+        self.requests_served += 1
+        return response
+
+    def _reply(self, conn: socket.socket, response: Any) -> None:
         conn.settimeout(self.limits.frame_timeout)
         try:
             send_frame(conn, response)
         except (TimeoutError, OSError):
             pass
+
+
+def _error(req_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {"id": req_id, "ok": False, "error": {"code": code, "message": message}}
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

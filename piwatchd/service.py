@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from .auth import is_under
+from .commits import CommitSignal
 from .dirty import DirtySet
 from .index.schema import open_writer
 from .index.writer import IndexWriter
@@ -92,12 +93,15 @@ class Service:
         watch_status: Callable[[], list[dict[str, Any]]] | None = None,
         watch_warnings: Callable[[], list[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        commits: CommitSignal | None = None,
     ) -> None:
         self.config = config
         self.roots = [os.path.normpath(r) for r in config.roots]
         self.dirty = dirty or DirtySet(clock)
         self._watch_status = watch_status
         self._watch_warnings = watch_warnings
+        # Readers waiting for freshness wake on this after each file's commit.
+        self.commits = commits or CommitSignal()
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -326,6 +330,7 @@ class Service:
             log.exception("ingesting %s failed", path)
             self._file_error(path, f"{type(exc).__name__}: {exc}")
             return None
+        self.commits.notify()
         self.progress.files_ingested += 1
         self.progress.bytes_ingested += outcome.bytes_read
         self.progress.events_ingested += outcome.events

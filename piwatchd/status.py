@@ -1,8 +1,10 @@
-"""What `piwatch status` shows, read from the index file alone (read-only).
+"""What `status` shows, read from the index (read-only) as `piwatch.wire.StatusResult`.
 
-Until the daemon has a socket, the service's own progress comes from the
-`service_state` row it keeps current; everything else is derived from the
-index tables and a stat of each known source (for the unread backlog).
+Cost is bounded by the index's aggregates, never a stat of every source:
+sizes are the ones recorded when each file was last observed (the live
+service's own backlog rides along in `service`). A workspace caller's status
+counts only its own sessions; the `all` caller (the local CLI) sees the whole
+index, including files that are not sessions of any project.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
-from .index.schema import open_reader
+from piwatch import wire
 
-__all__ = ["collect_status", "read_service_state", "STATES"]
+from .index.query import roots_clause
+
+__all__ = ["collect_status", "read_service_state", "service_status", "STATES"]
 
 STATES = ("ok", "pending", "stale", "unsupported", "unreadable", "duplicate")
+PROBLEMS_SHOWN = 20
 
 
 def _pid_alive(pid: int) -> bool:
@@ -29,6 +35,8 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError):
+        return False
     return True
 
 
@@ -46,60 +54,102 @@ def read_service_state(db_path: str | os.PathLike) -> dict[str, Any] | None:
     return orjson.loads(row[0]) if row else None
 
 
-def collect_status(db_path: str | os.PathLike, *, diagnostics_limit: int = 20) -> dict[str, Any]:
-    db = Path(db_path)
-    conn = open_reader(db)
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _camel_keys(d: dict[str, Any]) -> dict[str, Any]:
+    return {_camel(k): v for k, v in d.items()}
+
+
+def service_status(snapshot: dict[str, Any]) -> wire.ServiceStatus:
+    """The ingest service's snapshot (snake_case, as the service keeps it) as
+    the wire's camelCase `ServiceStatus`. File paths (keys of `errors`) are kept."""
+    data = _camel_keys(snapshot)
+    if isinstance(snapshot.get("last_scan"), dict):
+        data["lastScan"] = _camel_keys(snapshot["last_scan"])
+    if isinstance(snapshot.get("roots"), list):
+        data["roots"] = [_camel_keys(r) if isinstance(r, dict) else {"path": str(r)} for r in snapshot["roots"]]
+    data["warnings"] = [wire.clip(str(w)) for w in snapshot.get("warnings") or []]
+    data["errors"] = {str(k): wire.clip(str(v)) for k, v in (snapshot.get("errors") or {}).items()}
     try:
-        by_state = dict.fromkeys(STATES, 0)
-        problems = []
-        file_bytes = consumed_bytes = 0
-        for path, state, error, consumed, _diag in conn.execute(
-            "SELECT path, state, error, consumed, diagnostics FROM sources ORDER BY path"
-        ):
-            by_state[state] = by_state.get(state, 0) + 1
-            if state not in ("ok", "pending"):
-                problems.append({"path": path, "state": state, "error": error})
-            try:
-                size = os.stat(path).st_size
-            except OSError:
-                size = consumed
-            file_bytes += size
-            consumed_bytes += consumed
-        sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
-        events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-        fragments = conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
-        diag_by_code = {
-            code: {"count": n, "repaired": rep}
-            for code, n, rep in conn.execute(
-                "SELECT code, count(*), sum(repaired) FROM diagnostics GROUP BY code ORDER BY code"
-            )
-        }
-        recent = [
-            {"path": path, "byteOffset": off, "code": code, "message": msg, "repaired": bool(rep)}
-            for path, off, code, msg, rep in conn.execute(
-                "SELECT s.path, d.byte_offset, d.code, d.message, d.repaired FROM diagnostics d"
-                " JOIN sources s ON s.source_id = d.source_id ORDER BY d.rowid DESC LIMIT ?",
-                (diagnostics_limit,),
-            )
-        ]
-        row = conn.execute("SELECT value, updated_ms FROM service_state WHERE key='service'").fetchone()
-    finally:
-        conn.close()
-    service = None
-    if row is not None:
-        service = orjson.loads(row[0])
-        alive = service.get("phase") != "stopped" and _pid_alive(int(service.get("pid", 0)))
-        service["running"] = alive
-        service["updated_age_s"] = round(time.time() - row[1] / 1000, 1)
-    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
-    return {
-        "db": str(db),
-        "indexBytes": size,
-        "sources": {"total": sum(by_state.values()), "byState": by_state, "problems": problems},
-        "sessions": sessions,
-        "events": events,
-        "fragments": fragments,
-        "bytes": {"files": file_bytes, "ingested": consumed_bytes, "backlog": max(0, file_bytes - consumed_bytes)},
-        "diagnostics": {"byCode": diag_by_code, "recent": recent},
-        "service": service,
+        return msgspec.convert(data, wire.ServiceStatus)
+    except msgspec.ValidationError:
+        # A service of another version: show what can be read rather than fail status.
+        return wire.ServiceStatus(pid=data.get("pid") if isinstance(data.get("pid"), int) else None,
+                                  phase=str(data.get("phase")))
+
+
+def _recorded_service(conn: sqlite3.Connection) -> wire.ServiceStatus | None:
+    row = conn.execute("SELECT value, updated_ms FROM service_state WHERE key='service'").fetchone()
+    if row is None:
+        return None
+    snap = orjson.loads(row[0])
+    alive = snap.get("phase") != "stopped" and _pid_alive(int(snap.get("pid") or 0))
+    return service_status({**snap, "running": alive, "updated_age_s": round(time.time() - row[1] / 1000, 1)})
+
+
+def collect_status(
+    conn: sqlite3.Connection, db_path: str | os.PathLike, *, roots: tuple[str, ...] | None = None,
+    diagnostics_limit: int = 20,
+) -> wire.StatusResult:
+    """Status of the whole index (`roots` None) or of the sessions under `roots`."""
+    if roots is None:
+        scope_from, scope_where, params = "sources src", "1", []
+        sessions, events = conn.execute("SELECT count(*), coalesce(sum(entry_count), 0) FROM sessions").fetchone()
+    else:
+        clause, params = roots_clause("s.cwd_real", roots)
+        scope_from = "sessions s JOIN sources src ON src.source_id = s.source_id"
+        scope_where = clause
+        sessions, events = conn.execute(
+            f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {clause}", params
+        ).fetchone()
+    by_state = {s: 0 for s in STATES}
+    file_bytes = consumed_bytes = 0
+    for state, n, size, consumed in conn.execute(
+        f"SELECT src.state, count(*), coalesce(sum(max(coalesce(src.size, 0), src.consumed)), 0),"
+        f" coalesce(sum(src.consumed), 0) FROM {scope_from} WHERE {scope_where} GROUP BY src.state",
+        params,
+    ):
+        by_state[state] = n
+        file_bytes += size
+        consumed_bytes += consumed
+    problems = [
+        wire.SourceProblem(path=path, state=state, error=None if error is None else wire.clip(error))
+        for path, state, error in conn.execute(
+            f"SELECT src.path, src.state, src.error FROM {scope_from} WHERE {scope_where}"
+            " AND src.state NOT IN ('ok', 'pending') ORDER BY src.path LIMIT ?",
+            (*params, PROBLEMS_SHOWN),
+        )
+    ]
+    source_ids = f"SELECT src.source_id FROM {scope_from} WHERE {scope_where}"
+    diag_by_code = {
+        code: wire.DiagnosticCount(count=n, repaired=rep or 0)
+        for code, n, rep in conn.execute(
+            f"SELECT code, count(*), sum(repaired) FROM diagnostics WHERE source_id IN ({source_ids})"
+            " GROUP BY code ORDER BY code",
+            params,
+        )
     }
+    recent = [
+        wire.DiagnosticItem(path=path, byte_offset=off, code=code, message=wire.clip(msg), repaired=bool(rep))
+        for path, off, code, msg, rep in conn.execute(
+            "SELECT src.path, d.byte_offset, d.code, d.message, d.repaired FROM diagnostics d"
+            f" JOIN sources src ON src.source_id = d.source_id WHERE d.source_id IN ({source_ids})"
+            " ORDER BY d.rowid DESC LIMIT ?",
+            (*params, diagnostics_limit),
+        )
+    ]
+    db = Path(db_path)
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+    return wire.StatusResult(
+        db=str(db) if roots is None else None,
+        index_bytes=size if roots is None else 0,
+        sources=wire.SourcesStatus(total=sum(by_state.values()), by_state=by_state, problems=problems),
+        sessions=sessions,
+        events=events,
+        bytes=wire.BytesStatus(files=file_bytes, ingested=consumed_bytes, backlog=max(0, file_bytes - consumed_bytes)),
+        diagnostics=wire.DiagnosticsStatus(by_code=diag_by_code, recent=recent),
+        service=_recorded_service(conn),
+    )

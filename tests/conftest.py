@@ -77,13 +77,15 @@ def index_dir(short_tmp):
 
             return index_once(self.db, [str(self.root)])
 
-        def search(self, query: str, **kw) -> dict:
-            from piwatchd.direct import search_index
+        def client(self, caller=None):
+            """A client on this index through the daemon's own api (in-process)."""
+            from piwatch.client import Client, LocalTransport
 
-            args = {"query": query, "limit": kw.pop("limit", 50)}
-            if kw:
-                args["filters"] = kw
-            return search_index(self.db, args)
+            return Client(transport=LocalTransport(self.db), caller=caller or {"all": True})
+
+        def search(self, query: str, **kw):
+            with self.client() as c:
+                return c.search(query, filters=kw, limit=kw.pop("limit", 50))
 
         def hits(self, query: str, **kw) -> list[tuple[str, str, str]]:
             return [(h["sessionId"], h["entryId"], h["evidence"]["kind"]) for h in self.search(query, **kw)["hits"]]

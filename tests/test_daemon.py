@@ -17,6 +17,7 @@ import pytest
 from conftest import jsonl, msg, v3_header
 from piwatch.client import Client, DaemonNotRunning, NotFound
 from piwatch.protocol import encode_frame, recv_frame
+from piwatch.wire import to_json
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.timeout(120)
@@ -134,7 +135,7 @@ def test_authorized_search_read_trace_sessions(world):
 def test_fork_lineage_never_reveals_an_unauthorized_parent(world):
     with world.client({"cwd": str(world.proj)}) as c:
         trace = c.trace("s-fork", "s-prefix-e0")
-        assert "s-prefix" not in json.dumps(trace).replace("s-prefix-e0", "")
+        assert "s-prefix" not in to_json(trace).replace("s-prefix-e0", "")
     with world.client({"all": True}) as c:
         kinds = {e["kind"] for e in c.trace("s-fork", "s-prefix-e0")["relationships"]}
         assert {"fork-anchor", "session-parent"} <= kinds
@@ -152,9 +153,9 @@ def test_invocation_cutoff_over_the_socket(world):
             c.read("s-now", "s-now-e2")
         r = c.read("s-now", "s-now-e0", after=5, order="append")
         assert r["entryId"] == "s-now-e0"
-        assert "s-now-e1" not in json.dumps(r) and "s-now-e2" not in json.dumps(r)
+        assert "s-now-e1" not in to_json(r) and "s-now-e2" not in to_json(r)
         t = c.trace("s-now", "s-now-e0")
-        assert "s-now-e1" not in json.dumps(t)
+        assert "s-now-e1" not in to_json(t)
 
 
 def test_live_append_is_searchable_with_freshness(world):

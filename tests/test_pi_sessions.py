@@ -9,7 +9,9 @@ import sqlite3
 import pytest
 from conftest import copy_fixture
 
-from piwatchd.direct import index_once, search_index
+from piwatch.client import Client, LocalTransport
+from piwatch.wire import to_builtins
+from piwatchd.direct import index_once
 
 pitools = pytest.importorskip("pi.pitools")
 
@@ -26,11 +28,14 @@ def scenario_index(request, tmp_path_factory):
     return manifest, db, summary
 
 
+def _client(db):
+    """The daemon's api on this index, in-process (every session visible)."""
+    return Client(transport=LocalTransport(db), caller={"all": True})
+
+
 def _hits(db, query, **filters):
-    args = {"query": query, "limit": 200}
-    if filters:
-        args["filters"] = filters
-    return search_index(db, args)["hits"]
+    with _client(db) as c:
+        return to_builtins(c.search(query, filters=filters, limit=200).hits)
 
 
 def test_every_entry_type_indexes_without_problems(scenario_index):
@@ -89,9 +94,12 @@ def test_forks_keep_lineage(scenario_index):
 
 
 def test_fork_anchor_is_the_end_of_the_shared_prefix(scenario_index):
-    from piwatchd.direct import trace_event
-
     manifest, db, _ = scenario_index
+
+    def trace_event(db, args):
+        with _client(db) as c:
+            return to_builtins(c.trace(args["sessionId"], args["entryId"]))
+
     by_id = {f["sessionId"]: f for f in manifest["files"]}
     fork = next(f for f in manifest["files"] if f["scenario"] == "fork-from")
     parent = next(f for f in manifest["files"] if f["path"] == fork["parentSession"])

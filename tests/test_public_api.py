@@ -48,7 +48,9 @@ def test_client_package_never_imports_the_daemon():
 
 def test_top_level_exports():
     assert {"Client", "DaemonNotRunning", "NotFound", "QueryError"} <= set(piwatch.__all__)
-    assert {"index_once", "search_index", "SearchRequest", "project_entry"} <= set(piwatchd.__all__)
+    assert {"Client", "LocalTransport", "SocketTransport"} <= set(piwatch.__all__)
+    assert {"index_once", "SearchRequest", "project_entry"} <= set(piwatchd.__all__)
+    assert "search_index" not in piwatchd.__all__  # queries go through the api, with authorization
 
 
 def test_every_command_has_help():

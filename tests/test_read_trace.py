@@ -1,5 +1,5 @@
 """event_read / event_trace end to end: session files -> index -> CLI and
-direct functions; plus the incremental tree update's write bound."""
+the client's in-process transport; plus the incremental tree update's write bound."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import os
 
 import pytest
 from conftest import jsonl, msg, v3_header
+
+from piwatch.client import NotFound
+from piwatch.wire import to_builtins
 
 SID = "tree-1"
 BIG = "".join(f"line {i:05d} of a long tool result\n" for i in range(400))  # ~12 KB
@@ -51,15 +54,14 @@ def env(index_dir):
 
 
 def read(env, **args):
-    from piwatchd.direct import read_event
+    """event_read through the daemon's own api (in-process transport), as plain wire data."""
+    with env.client() as c:
+        return to_builtins(c.read(SID, args.pop("entryId"), **args))
 
-    return read_event(env.db, {"sessionId": SID, **args})
 
-
-def trace(env, entry):
-    from piwatchd.direct import trace_event
-
-    return trace_event(env.db, {"sessionId": SID, "entryId": entry})
+def trace(env, entry, session=SID):
+    with env.client() as c:
+        return to_builtins(c.trace(session, entry))
 
 
 def ids(nodes):
@@ -112,9 +114,7 @@ def test_large_fragment_is_previewed_and_paged(env):
         pieces.append(w["text"])
         offset = w["nextOffset"]
     assert "".join(pieces) == BIG
-    from piwatchd.direct import OpError
-
-    with pytest.raises(OpError):
+    with pytest.raises(NotFound):
         read(env, entryId="C", fragmentId="nope")
 
 
@@ -198,14 +198,12 @@ def test_fork_anchor_is_derived_from_indexed_parent(index_dir):
     parent = index_dir.write("p.jsonl", jsonl(v3_header("par"), msg("A", None, "user", "root q"), msg("B", "A", "assistant", [{"type": "text", "text": "x"}])))
     index_dir.write("c.jsonl", jsonl(v3_header("kid", parentSession=str(parent)), msg("A", None, "user", "root q"), msg("N", "A", "user", "new")))
     index_dir.index()
-    from piwatchd.direct import trace_event
-
-    rels = trace_event(index_dir.db, {"sessionId": "kid", "entryId": "A"})["relationships"]
+    rels = trace(index_dir, "A", session="kid")["relationships"]
     sp = [r for r in rels if r["kind"] == "session-parent"]
     assert {(r["provenance"], r["target"].get("sessionId"), r["target"].get("entryId")) for r in sp} == {
         ("recorded", "par", None), ("derived", "par", "A")
     }
-    rels_n = trace_event(index_dir.db, {"sessionId": "kid", "entryId": "N"})["relationships"]
+    rels_n = trace(index_dir, "N", session="kid")["relationships"]
     assert [r["provenance"] for r in rels_n if r["kind"] == "session-parent"] == ["recorded"]
 
 

@@ -93,8 +93,8 @@ def test_results_are_stable_and_paginated(index_dir):
     first = index_dir.search("same words", limit=5)
     again = index_dir.search("same words", limit=5)
     assert first["hits"] == again["hits"] and first["hasMore"]
-    from piwatchd.direct import search_index
-    pages = [search_index(index_dir.db, {"query": "same words", "limit": 5, "offset": o})["hits"] for o in (0, 5, 10)]
+    with index_dir.client() as c:
+        pages = [c.search("same words", limit=5, offset=o).hits for o in (0, 5, 10)]
     ids = [h["sessionId"] for page in pages for h in page]
     assert len(ids) == 12 and len(set(ids)) == 12
     assert len(index_dir.search("same words", limit=200)["hits"]) == 12  # the maximum limit is usable

@@ -52,9 +52,8 @@ def served(short_tmp):
     ))
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(root)])
-    api = Api(db)
-    server = Server(short_tmp / "run" / "s.sock", api.handlers(), hello_info=lambda: {"proto": PROTOCOL_VERSION},
-                    envelope=api.envelope, on_connection_end=api.readers.reset)
+    api = Api(db, hello_info=lambda: {"version": "test"})
+    server = Server(short_tmp / "run" / "s.sock", api.handle, hello=api.hello, on_connection_end=api.readers.reset)
     server.start()
     yield server, proj, short_tmp
     server.stop()

@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 from .client import (
     Client,
     DaemonNotRunning,
+    LocalTransport,
     NotFound,
     PiwatchError,
     ProtocolMismatch,
@@ -28,6 +29,7 @@ __all__ = [
     "Client",
     "Transport",
     "SocketTransport",
+    "LocalTransport",
     "PiwatchError",
     "DaemonNotRunning",
     "ProtocolMismatch",

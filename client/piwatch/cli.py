@@ -87,6 +87,8 @@ def _database_error(ns: argparse.Namespace, exc: sqlite3.Error) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .client import PiwatchError
+
     parser = build_parser()
     ns = parser.parse_args(argv)
     problem = argument_problem(vars(ns))
@@ -94,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"piwatch: {problem}", file=sys.stderr)
         return 2
     try:
-        return ns.run(ns)
-    except FileNotFoundError as exc:
+        return int(ns.run(ns))
+    except (FileNotFoundError, PiwatchError) as exc:
+        # Every client and api error carries its own advice; one line, exit 1.
         print(f"piwatch: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -106,12 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a path that cannot be created or read
         print(f"piwatch: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:
-        # Errors that carry their own advice (schema mismatch, query timeout).
-        if type(exc).__name__ in ("SchemaMismatch", "QueryTimeout"):
-            print(f"piwatch: {exc}", file=sys.stderr)
-            return 1
-        raise
 
 
 if __name__ == "__main__":

@@ -1,37 +1,33 @@
 """A small, synchronous client for piwatchd.
 
     from piwatch import Client
-    with Client() as c:
-        hits = c.search("flaky websocket", caller={"cwd": "/work/proj"})["hits"]
+    with Client(caller={"cwd": "/work/proj"}) as c:
+        hits = c.search("flaky websocket").hits
 
-The transport is a seam (as in httpx): `SocketTransport` talks to the daemon;
-tests can pass any object with `request(message) -> response` and
-`close()`. The client owns the handshake, request ids and error mapping.
+The transport is a seam (as in httpx): `SocketTransport` talks to the daemon,
+`LocalTransport(db)` runs the same api on an index file in-process, and tests
+can pass any object with `request(message) -> response` and `close()`. The
+client owns the handshake, request ids and error mapping; results are the
+typed Structs of `piwatch.wire` (which also read like dicts by wire name).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import socket
-from typing import Any, Protocol, cast
+from typing import Any
 
-from . import __version__
-from .paths import socket_path
-from .protocol import (
-    MAX_RESPONSE_BYTES,
-    PROTOCOL_VERSION,
-    ConnectionClosed,
-    ErrorCode,
-    ProtocolError,
-    recv_frame,
-    send_frame,
-)
+import msgspec
+
+from . import __version__, wire
+from .protocol import PROTOCOL_VERSION, ErrorCode
+from .transports import DaemonNotRunning, LocalTransport, PiwatchError, SocketTransport, Transport
 
 __all__ = [
     "Client",
     "Transport",
     "SocketTransport",
+    "LocalTransport",
     "PiwatchError",
     "DaemonNotRunning",
     "ProtocolMismatch",
@@ -40,18 +36,8 @@ __all__ = [
     "QueryError",
 ]
 
-
-class PiwatchError(Exception):
-    """Base of every error this client raises."""
-
-
-class DaemonNotRunning(PiwatchError):
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(
-            f"piwatchd is not running at {path} ({reason}); start it with `piwatchd` "
-            "or install the service with `piwatch service install`"
-        )
-        self.path = path
+# The local operator's view, used by status and reindex when no caller is set.
+ALL: dict[str, Any] = {"all": True}
 
 
 class ProtocolMismatch(PiwatchError):
@@ -73,58 +59,10 @@ class QueryError(RequestFailed):
     pass
 
 
-class Transport(Protocol):
-    def request(self, message: dict[str, Any]) -> dict[str, Any]: ...
-
-    def close(self) -> None: ...
-
-
-class SocketTransport:
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 15.0) -> None:
-        self.path = str(path or socket_path())
-        self.timeout = timeout
-        self._sock: socket.socket | None = None
-
-    def _connect(self) -> socket.socket:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.path)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            sock.close()
-            raise DaemonNotRunning(self.path, type(exc).__name__) from None
-        except OSError as exc:
-            sock.close()
-            raise DaemonNotRunning(self.path, str(exc)) from None
-        return sock
-
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self._sock is None:
-            self._sock = self._connect()
-        try:
-            send_frame(self._sock, message)
-            response: dict[str, Any] = recv_frame(self._sock, MAX_RESPONSE_BYTES)  # Client._call checks the shape
-            return response
-        except TimeoutError:
-            self.close()
-            raise PiwatchError(f"piwatchd did not answer within {self.timeout:g} s") from None
-        except (ConnectionClosed, ConnectionResetError, BrokenPipeError) as exc:
-            self.close()
-            raise PiwatchError(f"piwatchd closed the connection: {exc}") from None
-        except ProtocolError as exc:
-            self.close()
-            raise PiwatchError(f"bad response from piwatchd: {exc}") from None
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-
 class Client:
     def __init__(
         self,
-        socket_path: str | os.PathLike[str] | None = None,
+        socket_path: str | os.PathLike | None = None,
         *,
         timeout: float = 15.0,
         transport: Transport | None = None,
@@ -132,12 +70,12 @@ class Client:
     ) -> None:
         self._transport = transport or SocketTransport(socket_path, timeout)
         self._ids = itertools.count(1)
-        self._hello: dict[str, Any] | None = None
+        self._hello: wire.HelloResult | None = None
         self.caller = caller
-        self.last_warnings: list[Any] = []
-        self.last_freshness: dict[str, Any] = {}
+        self.last_warnings: list[wire.Notice] = []
+        self.last_freshness: wire.Freshness = wire.Freshness()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> "Client":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -146,56 +84,66 @@ class Client:
     def close(self) -> None:
         self._transport.close()
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> wire.HelloResult:
         if self._hello is None:
             self._hello = self._call("hello", {"proto": PROTOCOL_VERSION, "client": f"piwatch-py/{__version__}"})
         return self._hello
 
-    def _call(self, op: str, args: dict[str, Any], caller: dict[str, Any] | None = None) -> dict[str, Any]:
-        message = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, "args": args}
+    def _call(self, op: str, args: Any, caller: dict[str, Any] | None = None) -> Any:
+        message: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, "args": wire.to_builtins(args)}
         if caller is not None or self.caller is not None:
             message["caller"] = caller if caller is not None else self.caller
-        response = self._transport.request(message)
-        if not isinstance(response, dict) or "ok" not in response:
-            raise PiwatchError("malformed response from piwatchd")
-        self.last_warnings = response.get("warnings") or []
-        self.last_freshness = response.get("freshness") or {}
-        if response["ok"]:
-            return cast(dict[str, Any], response.get("result"))  # every op's result is a map
-        error = response.get("error") or {}
-        code, text = error.get("code", ErrorCode.INTERNAL), error.get("message", "unknown error")
-        if code == ErrorCode.UNSUPPORTED_PROTOCOL:
-            raise ProtocolMismatch(text)
-        if code == ErrorCode.NOT_FOUND:
-            raise NotFound(code, text)
-        if code == ErrorCode.QUERY_ERROR:
-            raise QueryError(code, text)
-        raise RequestFailed(code, text)
+        raw = self._transport.request(message)
+        try:
+            response = msgspec.convert(raw, wire.Response)
+        except msgspec.ValidationError as exc:
+            raise PiwatchError(f"malformed response from piwatchd: {exc}") from None
+        self.last_warnings = response.warnings
+        self.last_freshness = response.freshness or wire.Freshness()
+        if response.ok:
+            try:
+                return wire.decode_result(op, response.result)
+            except msgspec.ValidationError as exc:
+                raise PiwatchError(f"piwatchd answered {op} with an unexpected shape: {exc}") from None
+        error = response.error or wire.ErrorBody(code=ErrorCode.INTERNAL, message="unknown error")
+        if error.code == ErrorCode.UNSUPPORTED_PROTOCOL:
+            raise ProtocolMismatch(error.message)
+        if error.code == ErrorCode.NOT_FOUND:
+            raise NotFound(error.code, error.message)
+        if error.code == ErrorCode.QUERY_ERROR:
+            raise QueryError(error.code, error.message)
+        raise RequestFailed(error.code, error.message)
 
-    def request(self, op: str, args: dict[str, Any] | None = None, caller: dict[str, Any] | None = None) -> dict[str, Any]:
+    def request(self, op: str, args: Any = None, caller: dict[str, Any] | None = None) -> Any:
+        """Any op with args as a map or the op's `wire` Struct; the typed result."""
         self.hello()
         return self._call(op, args or {}, caller)
 
-    def status(self) -> dict[str, Any]:
-        return self.request("status")
+    def status(self, *, caller: dict[str, Any] | None = None) -> wire.StatusResult:
+        result: wire.StatusResult = self.request("status", {}, caller or (None if self.caller else ALL))
+        return result
 
     def search(self, query: str, *, filters: dict[str, Any] | None = None, limit: int = 20, offset: int = 0,
-               caller: dict[str, Any] | None = None, wait: float | None = None) -> dict[str, Any]:
-        args: dict[str, Any] = {"query": query, "limit": limit, "offset": offset}
-        if filters:
-            args["filters"] = filters
-        if wait:
-            args["waitSeconds"] = wait
-        return self.request("search", args, caller)
+               caller: dict[str, Any] | None = None, wait: float | None = None,
+               include_own_results: bool = False) -> wire.SearchResult:
+        args = wire.SearchArgs(query=query, filters=msgspec.convert(filters or {}, wire.SearchFilters), limit=limit,
+                               offset=offset, wait_seconds=wait or None, include_own_results=include_own_results)
+        result: wire.SearchResult = self.request("search", args, caller)
+        return result
 
-    def read(self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
-        return self.request("read", {"sessionId": session_id, "entryId": entry_id, **options}, caller)
+    def read(self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None, **options: Any) -> wire.ReadResult:
+        result: wire.ReadResult = self.request("read", {"sessionId": session_id, "entryId": entry_id, **options}, caller)
+        return result
 
-    def trace(self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
-        return self.request("trace", {"sessionId": session_id, "entryId": entry_id, **options}, caller)
+    def trace(self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None) -> wire.TraceResult:
+        result: wire.TraceResult = self.request("trace", wire.TraceArgs(session_id=session_id, entry_id=entry_id), caller)
+        return result
 
-    def sessions(self, *, caller: dict[str, Any] | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
-        return self.request("sessions", {"limit": limit, "offset": offset}, caller)
+    def sessions(self, *, caller: dict[str, Any] | None = None, limit: int = 50, offset: int = 0) -> wire.SessionsResult:
+        result: wire.SessionsResult = self.request("sessions", wire.SessionsArgs(limit=limit, offset=offset), caller)
+        return result
 
-    def reindex(self, session_id: str | None = None) -> dict[str, Any]:
-        return self.request("reindex", {"sessionId": session_id} if session_id else {})
+    def reindex(self, session_id: str | None = None, *, caller: dict[str, Any] | None = None) -> wire.ReindexResult:
+        result: wire.ReindexResult = self.request(
+            "reindex", wire.ReindexArgs(session_id=session_id), caller or (None if self.caller else ALL))
+        return result

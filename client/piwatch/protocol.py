@@ -9,6 +9,9 @@ Request:  {"v": 1, "id": int, "op": str, "args": map, "caller": map | nil}
 Response: {"id": int, "ok": true, "result": any, "warnings": [..], "freshness": map}
        or {"id": int, "ok": false, "error": {"code": str, "message": str}, ...}
 
+The shapes of `args`, `caller` and every `result` are the Structs of
+`piwatch.wire` (camelCase); this module is the framing underneath.
+
 The first frame on a connection must be `hello` with the client's protocol
 version; a mismatch answers `unsupported_protocol` with what to do.
 
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 import msgpack
+import msgspec
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -58,7 +63,8 @@ class ErrorCode:
     TIMEOUT = "timeout"
     TOO_LARGE = "too_large"
     BUSY = "busy"
-    INTERNAL = "internal"
+    UNAVAILABLE = "unavailable"  # the index cannot be read yet (being created, missing); retry
+    INTERNAL = "internal"  # a bug in piwatchd; never the answer to bad input
 
 
 class ProtocolError(Exception):
@@ -78,7 +84,8 @@ class ConnectionClosed(Exception):
 
 
 def encode_frame(message: Any) -> bytes:
-    body: bytes = msgpack.packb(message, use_bin_type=True)
+    """Frame a message: plain values or `piwatch.wire` Structs (camelCase)."""
+    body = msgspec.msgpack.encode(message)
     return _HEADER.pack(len(body)) + body
 
 
@@ -86,10 +93,15 @@ def send_frame(sock: socket.socket, message: Any) -> None:
     sock.sendall(encode_frame(message))
 
 
-def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool, deadline: float | None = None) -> bytes:
     chunks = []
     remaining = n
     while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"frame not delivered in time ({n - remaining} of {n} bytes)")
+            sock.settimeout(left)
         chunk = sock.recv(min(remaining, 1 << 20))
         if not chunk:
             if at_boundary and remaining == n:
@@ -121,9 +133,17 @@ def decode_body(body: bytes) -> Any:
     return value
 
 
-def recv_frame(sock: socket.socket, limit: int) -> Any:
-    """Read one frame; raises ConnectionClosed, FrameTooLarge or ProtocolError."""
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, at_boundary=True))
+def recv_frame(sock: socket.socket, limit: int, *, frame_timeout: float | None = None) -> Any:
+    """Read one frame; raises ConnectionClosed, FrameTooLarge or ProtocolError.
+
+    The socket's own timeout bounds the wait for the first byte; with
+    `frame_timeout`, the whole frame must then arrive within that many
+    seconds (socket.timeout otherwise), so a sender trickling bytes cannot
+    hold the connection open."""
+    first = _recv_exact(sock, 1, at_boundary=True)
+    deadline = None if frame_timeout is None else time.monotonic() + frame_timeout
+    header = first + _recv_exact(sock, _HEADER.size - 1, at_boundary=False, deadline=deadline)
+    (size,) = _HEADER.unpack(header)
     if size > limit:
         raise FrameTooLarge(size, limit)
-    return decode_body(_recv_exact(sock, size, at_boundary=False))
+    return decode_body(_recv_exact(sock, size, at_boundary=False, deadline=deadline))

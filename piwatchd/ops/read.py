@@ -16,6 +16,7 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+from ..catalog import session_row
 from ..index.tree_store import DbTreeView
 from ..model import Entry
 from ..project import normalize_arguments, project_entry
@@ -29,6 +30,7 @@ __all__ = [
     "read_source_line",
     "full_fragment_texts",
     "node_summary",
+    "node_summaries",
     "PREVIEW_CHARS",
     "WINDOW_DEFAULT",
     "WINDOW_MAX",
@@ -73,13 +75,11 @@ def identity(args: dict[str, Any]) -> tuple[str, str]:
 
 
 def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
-    row = conn.execute(
-        "SELECT src.path, s.cwd FROM sessions s JOIN sources src ON src.source_id = s.source_id WHERE s.session_id=?",
-        (session_id,),
-    ).fetchone()
+    """(source path, recorded cwd) of an indexed session."""
+    row = session_row(conn, session_id)
     if row is None:
         raise OpError("not-found", f"session {session_id} is not indexed")
-    return row[0], row[1]
+    return row.path, row.cwd
 
 
 def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> tuple[str, bytes | None, str | None]:
@@ -194,37 +194,51 @@ def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _preview(conn: sqlite3.Connection, session_id: str, entry_id: str, limit: int = SMALL_PREVIEW) -> str | None:
-    """A small preview from the index: navigation aid, never canonical content."""
-    row = conn.execute(
-        "SELECT f.body FROM fragments f JOIN events e ON e.event_rowid = f.event_rowid"
-        " WHERE e.session_id=? AND e.entry_id=? ORDER BY f.frag_rowid LIMIT 1",
-        (session_id, entry_id),
-    ).fetchone()
-    if row is None or not row[0]:
-        return None
-    text = " ".join(row[0].split())
-    return text if len(text) <= limit else text[:limit] + "…"
+def _previews(conn: sqlite3.Connection, session_id: str, entry_ids: list[str], limit: int = SMALL_PREVIEW) -> dict[str, str]:
+    """Small previews from the index, one query for all the nodes: a
+    navigation aid, never canonical content."""
+    out: dict[str, str] = {}
+    ids = list(dict.fromkeys(entry_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for entry_id, body in conn.execute(
+            "SELECT e.entry_id, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
+            " ORDER BY f.frag_rowid LIMIT 1) FROM events e"
+            f" WHERE e.session_id=? AND e.entry_id IN ({','.join('?' * len(chunk))})",
+            (session_id, *chunk),
+        ):
+            if body:
+                text = " ".join(body.split())
+                out[entry_id] = text if len(text) <= limit else text[:limit] + "…"
+    return out
+
+
+def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[str]) -> list[dict[str, Any]]:
+    """Summaries of the indexed nodes among `entry_ids`, in order (two queries, not two per node)."""
+    rows = [(eid, row) for eid in entry_ids if (row := view.row(eid)) is not None]
+    previews = _previews(conn, view.session_id, [eid for eid, _ in rows])
+    return [
+        {
+            "sessionId": view.session_id,
+            "entryId": eid,
+            "type": row["type"],
+            "role": row["role"],
+            "timestamp": _iso(row["tsMs"]),
+            "toolNames": row["toolNames"],
+            "isError": row["isError"],
+            "contextRole": row["contextRole"],
+            "branchState": row["branchState"],
+            "selectionState": row["selectionState"],
+            "preview": previews.get(eid),
+            "previewSource": "index",
+        }
+        for eid, row in rows
+    ]
 
 
 def node_summary(conn: sqlite3.Connection, view: DbTreeView, entry_id: str) -> dict[str, Any] | None:
-    row = view.row(entry_id)
-    if row is None:
-        return None
-    return {
-        "sessionId": view.session_id,
-        "entryId": entry_id,
-        "type": row["type"],
-        "role": row["role"],
-        "timestamp": _iso(row["tsMs"]),
-        "toolNames": row["toolNames"],
-        "isError": row["isError"],
-        "contextRole": row["contextRole"],
-        "branchState": row["branchState"],
-        "selectionState": row["selectionState"],
-        "preview": _preview(conn, view.session_id, entry_id),
-        "previewSource": "index",
-    }
+    found = node_summaries(conn, view, [entry_id])
+    return found[0] if found else None
 
 
 def _neighbours(conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order: str, before: int, after: int) -> dict[str, Any]:
@@ -233,13 +247,13 @@ def _neighbours(conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order
         row = view.row(entry_id)
         assert row is not None  # read resolved the target before asking for its neighbours
         prev, nxt = view.by_ordinal(row["ordinal"], before, after)
-        out["before"] = [node_summary(conn, view, n.entry_id) for n in prev]
-        out["after"] = [node_summary(conn, view, n.entry_id) for n in nxt]
+        out["before"] = node_summaries(conn, view, [n.entry_id for n in prev])
+        out["after"] = node_summaries(conn, view, [n.entry_id for n in nxt])
         return out
     prev_nodes = branch_before(view, entry_id, before)
     walk = branch_after(view, entry_id, after)
-    out["before"] = [node_summary(conn, view, n.entry_id) for n in prev_nodes]
-    out["after"] = [node_summary(conn, view, n.entry_id) for n in walk.nodes]
+    out["before"] = node_summaries(conn, view, [n.entry_id for n in prev_nodes])
+    out["after"] = node_summaries(conn, view, [n.entry_id for n in walk.nodes])
     out["alternatives"] = walk.alternatives
     out["stoppedAtFork"] = walk.stopped_at_fork
     node = view.node(prev_nodes[0].entry_id) if prev_nodes else view.node(entry_id)

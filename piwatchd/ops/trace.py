@@ -13,9 +13,10 @@ from typing import Any
 
 import orjson
 
+from ..catalog import child_sessions, session_by_path, session_row
 from ..index.tree_store import DbTreeView, materialized_leaf_of
 from ..tree import local_trace
-from .read import OpError, identity, node_summary, source_of
+from .read import OpError, identity, node_summaries, node_summary, source_of
 
 __all__ = ["event_trace", "MAX_EDGES"]
 
@@ -79,26 +80,22 @@ def _session_edges(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[st
     for (ref,) in conn.execute(
         "SELECT target_ref FROM relationships WHERE session_id=? AND entry_id IS NULL AND kind='session-parent'", (sid,)
     ):
-        parent = conn.execute(
-            "SELECT s.session_id FROM sources src JOIN sessions s ON s.source_id = src.source_id WHERE src.path=?",
-            (ref,),
-        ).fetchone()
-        if parent is None:
-            parent = conn.execute("SELECT session_id FROM sessions WHERE session_id=?", (ref,)).fetchone()
+        row = session_by_path(conn, ref) or session_row(conn, ref)
+        parent = row.session_id if row else None
         out.append({"kind": "session-parent", "direction": "out", "provenance": "recorded",
-                    "target": {"ref": ref, "sessionId": parent[0] if parent else None, "indexed": parent is not None}})
+                    "target": {"ref": ref, "sessionId": parent, "indexed": parent is not None}})
         if parent is None:
             continue
         # Pi's forks copy a prefix of entries with their ids; the fork point is
         # the last entry of the leading run the two sessions share.
-        shared, anchor = _shared_prefix(conn, sid, parent[0])
+        shared, anchor = _shared_prefix(conn, sid, parent)
         if anchor is not None:
             out.append({"kind": "fork-anchor", "direction": "out", "provenance": "derived",
-                        "target": {"sessionId": parent[0], "entryId": anchor, "indexed": True},
+                        "target": {"sessionId": parent, "entryId": anchor, "indexed": True},
                         "detail": {"sharedEntries": len(shared)}})
         if eid in shared:
             out.append({"kind": "session-parent", "direction": "out", "provenance": "derived",
-                        "target": {"sessionId": parent[0], "entryId": eid, "indexed": True},
+                        "target": {"sessionId": parent, "entryId": eid, "indexed": True},
                         "detail": {"copiedFrom": True}})
     out.extend(_fork_children(conn, sid, eid))
     return out
@@ -123,16 +120,9 @@ def _shared_prefix(conn: sqlite3.Connection, child: str, parent: str) -> tuple[s
 
 def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[str, Any]]:
     """Sessions forked from this one at this entry (derived, the reverse of fork-anchor)."""
-    row = conn.execute(
-        "SELECT src.path FROM sessions s JOIN sources src ON src.source_id = s.source_id WHERE s.session_id=?", (sid,)
-    ).fetchone()
-    refs = [r for r in (sid, row[0] if row else None) if r]
+    row = session_row(conn, sid)
     out = []
-    for (child,) in conn.execute(
-        f"SELECT session_id FROM sessions WHERE parent_session IN ({','.join('?' * len(refs))}) AND session_id != ?"
-        " ORDER BY session_id LIMIT 50",
-        (*refs, sid),
-    ):
+    for child in child_sessions(conn, (sid, row.path if row else None), exclude=sid):
         shared, anchor = _shared_prefix(conn, child, sid)
         if anchor == eid:
             out.append({"kind": "fork-child", "direction": "in", "provenance": "derived",
@@ -161,9 +151,10 @@ def event_trace(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any
         "materializedLeaf": {"entryId": leaf, "known": known, "isTarget": leaf == eid},
         "parent": node_summary(conn, view, parent.entry_id) if parent is not None else None,
         "parentMissing": local["parentRecorded"] if parent is None and local["parentRecorded"] else None,
-        "children": [node_summary(conn, view, c.entry_id) for c in local["children"][:MAX_EDGES]],
+        "children": node_summaries(conn, view, [c.entry_id for c in local["children"][:MAX_EDGES]]),
         "siblings": [
-            {**(node_summary(conn, view, s.entry_id) or {}), "provenance": "derived"} for s in local["siblings"][:MAX_EDGES]
+            {**n, "provenance": "derived"}
+            for n in node_summaries(conn, view, [s.entry_id for s in local["siblings"][:MAX_EDGES]])
         ],
         "towardLeaf": None
         if toward is None

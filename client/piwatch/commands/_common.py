@@ -1,10 +1,10 @@
 """What the query commands share: the caller scope flags and the
-daemon-or-index-file call with its fallback."""
+daemon-or-index-file call with its fallback (one request path: both go
+through `Client`, over the socket or `LocalTransport`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -38,39 +38,48 @@ def caller_from(ns: argparse.Namespace) -> dict[str, Any]:
     return caller
 
 
-def _direct(db: str | None, op: str, args: dict[str, Any], caller: dict[str, Any]) -> Any:
-    from piwatch.protocol import ProtocolError
-    from piwatchd.api import Api  # lazy: only the fallback needs the daemon package
-    from piwatchd.direct import resolve_db
+def _db_path(db: str | None) -> str:
+    if db:
+        return os.path.expanduser(db)
+    from piwatchd.config import load_settings  # lazy: only the fallback needs the daemon package
 
-    path = resolve_db(db)
-    if not path.exists():
-        raise CommandFailed(f"no index at {path}: start piwatchd or run `piwatch index --once`", 1)
-    try:
-        return Api(path).handlers()[op](args, caller)
-    except ProtocolError as exc:
-        raise CommandFailed(exc.message, 2 if exc.code in ("query_error", "bad_request") else 1) from None
+    return str(load_settings().db_path)
 
 
-def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> Any:
-    """Ask piwatchd; if it is not running, say so and answer from the index file."""
-    from piwatch.client import Client, DaemonNotRunning, PiwatchError, QueryError, RequestFailed
+def _failed(exc: Exception) -> CommandFailed:
+    from piwatch.client import QueryError, RequestFailed
+
+    if isinstance(exc, QueryError):
+        return CommandFailed(exc.message, 2)
+    if isinstance(exc, RequestFailed):
+        return CommandFailed(exc.message, 2 if exc.code == "bad_request" else 1)
+    return CommandFailed(str(exc), 1)
+
+
+def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """Ask piwatchd; if it is not running, say so and answer from the index
+    file through the same api (`LocalTransport`), with the same authorization."""
+    from piwatch.client import Client, DaemonNotRunning, LocalTransport, PiwatchError
 
     caller = caller_from(ns)
-    if ns.db:
-        return _direct(ns.db, op, args, caller)
     try:
-        with Client(getattr(ns, "socket", None)) as client:
-            return client.request(op, args, caller)
-    except DaemonNotRunning as exc:
-        print(f"piwatch: {exc}\npiwatch: answering from the index file (read-only, may lag)", file=sys.stderr)
-        return _direct(None, op, args, caller)
-    except QueryError as exc:
-        raise CommandFailed(exc.message, 2) from None
-    except RequestFailed as exc:
-        raise CommandFailed(exc.message, 2 if exc.code == "bad_request" else 1) from None
+        if ns.db:
+            client = Client(transport=LocalTransport(_db_path(ns.db)))
+        else:
+            client = Client(getattr(ns, "socket", None))
+        try:
+            with client:
+                result = client.request(op, args, caller)
+        except DaemonNotRunning as exc:
+            print(f"piwatch: {exc}\npiwatch: answering from the index file (read-only, may lag)", file=sys.stderr)
+            with Client(transport=LocalTransport(_db_path(None))) as client:
+                result = client.request(op, args, caller)
     except PiwatchError as exc:
-        raise CommandFailed(str(exc), 1) from None
+        raise _failed(exc) from None
+    for warning in client.last_warnings:
+        if warning.code == "indexing":
+            print(f"piwatch: {warning.message}", file=sys.stderr)  # one line: the answer may be incomplete
+    return result, client.last_warnings
 
 
 def run_op(
@@ -82,12 +91,14 @@ def run_op(
 ) -> int:
     """Call `op`, then print its result as JSON (`--json`) or with `show`."""
     try:
-        result = call(ns, op, args)
+        result, warnings = call(ns, op, args)
     except CommandFailed as exc:
         print(f"piwatch: {exc}", file=sys.stderr)
         return exc.exit_code
     if ns.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        from piwatch.wire import to_builtins, to_json
+
+        print(to_json({**to_builtins(result), "warnings": to_builtins(warnings)}))
     else:
         show(result, sys.stdout)
     return exit_code(result)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from ..wire import to_json
 
 __all__ = ["add_parser", "run"]
 
@@ -29,5 +30,5 @@ def run(ns: argparse.Namespace) -> int:
     except PiwatchError as exc:
         print(f"piwatch: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(result) if ns.json else f"queued: {result.get('queued')}")
+    print(to_json(result, indent=0) if ns.json else f"queued: {result.queued}")
     return 0

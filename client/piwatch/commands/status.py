@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from typing import Any
+
+from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 
 __all__ = ["add_parser", "run", "format_status"]
 
@@ -36,60 +36,76 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}% ({_mb(done)} of {_mb(total)})"
 
 
-def format_status(st: dict[str, Any]) -> str:
+def format_status(st: StatusResult) -> str:
     out = []
-    svc = st.get("service")
+    svc = st.service
     if svc is None:
         out.append("piwatchd   never ran on this index")
     else:
-        running = "running" if svc["running"] else "not running"
-        out.append(f"piwatchd   {running} (pid {svc['pid']}, {svc['phase']}, state written {svc['updated_age_s']}s ago)")
-        for root in svc.get("roots", []):
+        running = "running" if svc.running else "not running"
+        out.append(f"piwatchd   {running} (pid {svc.pid}, {svc.phase}, state written {svc.updated_age_s}s ago)")
+        for root in svc.roots:
             how = root.get("backend") or "not watched"
-            out.append(f"  root     {root['path']} ({how})")
-        scan = svc.get("last_scan") or {}
+            out.append(f"  root     {root.get('path')} ({how})")
+        scan = svc.last_scan or ScanInfo()
         out.append(
-            f"  scan     last {_ago(scan.get('at_ms'))} ({scan.get('reason', '-')}, {scan.get('files', 0)} files, "
-            f"{scan.get('seconds', 0)}s); every {svc['scan_interval']:g}s; changes missed by events: {svc['missed_by_events']}"
+            f"  scan     last {_ago(scan.at_ms)} ({scan.reason or '-'}, {scan.files or 0} files, "
+            f"{scan.seconds or 0}s); every {svc.scan_interval or 0:g}s; changes missed by events: {svc.missed_by_events}"
         )
         out.append(
-            f"  progress {svc['files_known']} files known, {svc['files_ingested']} ingested this run "
-            f"({_mb(svc['bytes_ingested'])}, {svc['events_ingested']} events); backlog {svc['backlog_files']} files"
+            f"  progress {svc.files_known} files known, {svc.files_ingested} ingested this run "
+            f"({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested} events); backlog {svc.backlog_files} files"
         )
-        b = st["bytes"]
-        if b["backlog"] > 0:
-            out.append(f"  indexing {_bar(b['ingested'], b['ingested'] + b['backlog'])}")
-        for w in svc.get("warnings", []):
+        if st.bytes is not None and st.bytes.backlog > 0:
+            out.append(f"  indexing {_bar(st.bytes.ingested, st.bytes.ingested + st.bytes.backlog)}")
+        for w in svc.warnings:
             out.append(f"  warning  {w}")
-        for path, err in list(svc.get("errors", {}).items())[:10]:
+        for path, err in list(svc.errors.items())[:10]:
             out.append(f"  error    {path}: {err}")
-    src = st["sources"]
-    states = ", ".join(f"{n} {s}" for s, n in src["byState"].items() if n)
-    out.append(f"database   {st['db']} ({_mb(st['indexBytes'])})")
-    out.append(f"sources    {src['total']} files: {states or 'none'}")
-    for p in src["problems"][:20]:
-        out.append(f"  {p['state']:<11} {p['path']}: {p['error']}")
-    out.append(f"index      {st['sessions']} sessions, {st['events']} events, {st['fragments']} fragments")
-    b = st["bytes"]
-    out.append(f"bytes      {_mb(b['ingested'])} ingested of {_mb(b['files'])} on disk (backlog {_mb(b['backlog'])})")
-    diag = st["diagnostics"]
-    if diag["byCode"]:
-        summary = ", ".join(f"{code} {d['count']}" for code, d in diag["byCode"].items())
+    if not st.ready:
+        out.append(f"database   not ready: {st.index_error}")
+        return "\n".join(out)
+    src = st.sources
+    if st.db is not None:
+        out.append(f"database   {st.db} ({_mb(st.index_bytes)})")
+    if src is not None:
+        states = ", ".join(f"{n} {s}" for s, n in src.by_state.items() if n)
+        out.append(f"sources    {src.total} files: {states or 'none'}")
+        for p in src.problems[:20]:
+            out.append(f"  {p.state:<11} {p.path}: {p.error}")
+    fragments = f", {st.fragments} fragments" if st.fragments is not None else ""
+    out.append(f"index      {st.sessions} sessions, {st.events} events{fragments}")
+    b = st.bytes
+    if b is not None:
+        out.append(f"bytes      {_mb(b.ingested)} ingested of {_mb(b.files)} on disk (backlog {_mb(b.backlog)})")
+    diag = st.diagnostics
+    if diag is not None and diag.by_code:
+        summary = ", ".join(f"{code} {d.count}" for code, d in diag.by_code.items())
         out.append(f"lines      skipped or repaired: {summary}")
-        for d in diag["recent"][:5]:
-            verb = "repaired" if d["repaired"] else "skipped"
-            out.append(f"  {verb} {d['path']} @ byte {d['byteOffset']}: {d['message']}")
-    else:
+        for d in diag.recent[:5]:
+            verb = "repaired" if d.repaired else "skipped"
+            out.append(f"  {verb} {d.path} @ byte {d.byte_offset}: {d.message}")
+    elif diag is not None:
         out.append("lines      none skipped or repaired")
     return "\n".join(out)
 
 
-def _direct(db: str | None) -> dict[str, Any] | None:
-    from piwatchd.direct import resolve_db  # lazy: the daemon package is optional for the client
-    from piwatchd.status import collect_status
+def _local(db: str | None) -> StatusResult | None:
+    """The index file's status through the same api, without a daemon."""
+    from piwatch.client import Client, LocalTransport, PiwatchError
 
-    path = resolve_db(db)
-    return collect_status(path) if path.exists() else None
+    from ._common import _db_path
+
+    try:
+        with Client(transport=LocalTransport(_db_path(db))) as client:
+            return client.status()
+    except PiwatchError:
+        return None
+
+
+def _unhealthy(st: StatusResult) -> bool:
+    service = st.service
+    return (not st.ready) or (service is not None and (bool(service.errors) or service.phase in ("failed", "stopped")))
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -97,37 +113,36 @@ def run(ns: argparse.Namespace) -> int:
     from piwatch.client import Client, DaemonNotRunning, PiwatchError
 
     if ns.db:
-        st = _direct(ns.db)
-        if st is None:
-            print(f"piwatch: no index at {ns.db}", file=sys.stderr)
+        st = _local(ns.db)
+        if st is None or not st.ready:
+            why = f": {st.index_error}" if st is not None else ""
+            print(f"piwatch: no usable index at {ns.db}{why}", file=sys.stderr)
             return 1
-        print(json.dumps(st, indent=2, ensure_ascii=False) if ns.json else format_status(st))
-        return 2 if (st["service"] or {}).get("errors") else 0
+        print(to_json(st) if ns.json else format_status(st))
+        return 2 if st.service is not None and st.service.errors else 0
     try:
         with Client(ns.socket, timeout=5.0) as client:
             hello = client.hello()
             st = client.status()
     except DaemonNotRunning as exc:
-        st = _direct(None)
+        local = _local(None)
         if ns.json:
-            print(json.dumps({"running": False, "error": str(exc), "index": st}, indent=2, ensure_ascii=False))
+            print(to_json({"running": False, "error": str(exc), "index": None if local is None else to_builtins(local)}))
         else:
             print(f"piwatchd is not running ({exc})")
-            if st is not None:
+            if local is not None:
                 print("last recorded state of the index file:")
-                print(format_status(st))
+                print(format_status(local))
         return 1
     except PiwatchError as exc:
         print(f"piwatch: piwatchd is running but not answering properly: {exc}", file=sys.stderr)
         return 2
-    st["running"] = True
-    st["daemon"] = hello
-    service = st.get("service") or {}
-    unhealthy = bool(service.get("errors")) or service.get("phase") in ("failed", "stopped")
+    st.running = True
+    st.daemon = hello
     if ns.json:
-        print(json.dumps(st, indent=2, ensure_ascii=False))
+        print(to_json(st))
     else:
-        up = service.get("uptimeSeconds")
-        print(f"piwatchd {hello.get('version')} running, pid {hello.get('pid')}, up {up} s, socket {service.get('socket')}")
+        service = st.service or ServiceStatus()
+        print(f"piwatchd {hello.version} running, pid {hello.pid}, up {service.uptime_seconds} s, socket {service.socket}")
         print(format_status(st))
-    return 2 if unhealthy else 0
+    return 2 if _unhealthy(st) else 0

@@ -1,0 +1,154 @@
+"""How a `Client` reaches an `Api`: over piwatchd's socket, or in-process.
+
+A transport takes one request message (a map) and returns one response map,
+exactly as the socket carries them. `SocketTransport` talks to piwatchd and
+refuses a socket that another user could have planted (its directory must be
+ours and private, as the Pi extension checks). `LocalTransport` runs the
+daemon's own `piwatchd.api.Api` on an index file, read-only: the CLI's
+fallback when piwatchd is not running, with the same authorization. It
+imports `piwatchd` only when constructed, so this package stays usable where
+only the client is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import Any, Protocol
+
+from .paths import socket_path
+from .protocol import (
+    MAX_RESPONSE_BYTES,
+    ConnectionClosed,
+    ProtocolError,
+    decode_body,
+    encode_frame,
+    recv_frame,
+    send_frame,
+)
+
+__all__ = ["DaemonNotRunning", "LocalTransport", "PiwatchError", "SocketTransport", "Transport", "check_socket_owner"]
+
+
+class PiwatchError(Exception):
+    """Base of every error the client raises."""
+
+
+class DaemonNotRunning(PiwatchError):
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"piwatchd is not running at {path} ({reason}); start it with `piwatchd` "
+            "or install the service with `piwatch service install`"
+        )
+        self.path = path
+
+
+class Transport(Protocol):
+    def request(self, message: dict[str, Any]) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def check_socket_owner(path: str) -> str | None:
+    """Why the socket at `path` must not be trusted, or None. Its directory
+    must be a real directory of ours with no group/other access, and the
+    socket ours: otherwise another user could answer in piwatchd's place."""
+    uid = os.geteuid()
+    parent = os.path.dirname(os.path.abspath(path)) or "/"
+    try:
+        dst = os.lstat(parent)
+        sst = os.lstat(path)
+    except FileNotFoundError:
+        return None  # nothing there: connecting reports "not running"
+    except OSError as exc:
+        return f"cannot check {parent}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(dst.st_mode):
+        return f"{parent} is not a directory"
+    if dst.st_uid != uid:
+        return f"{parent} is owned by uid {dst.st_uid}, not {uid}"
+    if dst.st_mode & 0o077:
+        return f"{parent} is accessible to other users (mode {stat.S_IMODE(dst.st_mode):o})"
+    if sst.st_uid != uid:
+        return f"{path} is owned by uid {sst.st_uid}, not {uid}"
+    return None
+
+
+class SocketTransport:
+    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 15.0) -> None:
+        self.path = str(path or socket_path())
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+
+    def _connect(self) -> socket.socket:
+        problem = check_socket_owner(self.path)
+        if problem is not None:
+            raise PiwatchError(f"refusing to use the piwatchd socket {self.path}: {problem}")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            sock.close()
+            raise DaemonNotRunning(self.path, type(exc).__name__) from None
+        except OSError as exc:
+            sock.close()
+            raise DaemonNotRunning(self.path, str(exc)) from None
+        return sock
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self._sock is None:
+            self._sock = self._connect()
+        try:
+            send_frame(self._sock, message)
+            response: dict[str, Any] = recv_frame(self._sock, MAX_RESPONSE_BYTES)
+            return response
+        except TimeoutError:
+            self.close()
+            raise PiwatchError(f"piwatchd did not answer within {self.timeout:g} s") from None
+        except (ConnectionClosed, ConnectionResetError, BrokenPipeError) as exc:
+            self.close()
+            raise PiwatchError(f"piwatchd closed the connection: {exc}") from None
+        except ProtocolError as exc:
+            self.close()
+            raise PiwatchError(f"bad response from piwatchd: {exc}") from None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+class LocalTransport:
+    """The daemon's `Api` in this process, on the index file `db` (read-only).
+
+    Messages go through the same msgpack encoding as the socket, so a
+    response is byte-for-byte what piwatchd would have sent.
+    """
+
+    def __init__(self, db: str | os.PathLike) -> None:
+        from piwatchd.api import Api  # lazy: only the fallback needs the daemon package
+
+        self.db = Path(db).expanduser()
+        if not self.db.is_file():
+            raise PiwatchError(f"no index at {self.db}: start piwatchd or run `piwatch index --once`")
+        self.api = Api(self.db)
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        message = decode_body(encode_frame(message)[4:])
+        op, req_id = message.get("op"), message.get("id")
+        try:
+            if op == "hello":
+                response: Any = {"id": req_id, "ok": True, "result": self.api.hello(message.get("args"))}
+            else:
+                response = self.api.handle(op, message.get("args") or {}, message.get("caller"))
+                response.id = req_id
+        except ProtocolError as exc:
+            response = {"id": req_id, "ok": False, "error": {"code": exc.code, "message": exc.message}}
+        decoded: dict[str, Any] = decode_body(encode_frame(response)[4:])
+        return decoded
+
+    def close(self) -> None:
+        self.api.readers.reset()
+

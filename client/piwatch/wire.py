@@ -1,0 +1,726 @@
+"""The typed wire contract: every request and response shape, defined once.
+
+piwatchd's api and ops, the Python client and the CLI all use these
+`msgspec` Structs; the Pi extension's TypeScript types are checked against
+`schema()` (written to `wire_schema.json` beside this module). Field names
+are camelCase on the wire (`rename="camel"`), snake_case in Python.
+
+Requests are validated by `decode_args(op, args)`: wrong types, unknown
+fields and out-of-range numbers raise `ProtocolError(bad_request)` naming the
+field, never `internal`. Fields without a default are always sent (even when
+null); fields with a default are left out when they hold it, so an optional
+section (`content`, `fragment`, `neighbours`) is absent rather than null.
+
+Framing and error codes live in `protocol.py`; this module never imports the
+daemon.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+
+from .protocol import ErrorCode, ProtocolError
+
+__all__ = [
+    "ARGS",
+    "MAX_QUOTE_CHARS",
+    "RESULTS",
+    "SCHEMA_PATH",
+    "Alternative",
+    "BytesStatus",
+    "Caller",
+    "ContentItem",
+    "DiagnosticCount",
+    "DiagnosticItem",
+    "DiagnosticsStatus",
+    "ErrorBody",
+    "EventInfo",
+    "Evidence",
+    "ForkStop",
+    "FragmentRef",
+    "FragmentWindow",
+    "Freshness",
+    "HelloArgs",
+    "HelloResult",
+    "Hit",
+    "IndexProgress",
+    "Leaf",
+    "Locator",
+    "Neighbours",
+    "NodeSummary",
+    "Notice",
+    "Omitted",
+    "ReadArgs",
+    "ReadResult",
+    "ReindexArgs",
+    "ReindexResult",
+    "Relationship",
+    "Response",
+    "ScanInfo",
+    "SearchArgs",
+    "SearchFilters",
+    "SearchResult",
+    "SearchScope",
+    "ServiceStatus",
+    "SessionFreshness",
+    "SessionInfo",
+    "SessionItem",
+    "SessionsArgs",
+    "SessionsResult",
+    "SourceInfo",
+    "SourceProblem",
+    "SourcesStatus",
+    "StatusArgs",
+    "StatusResult",
+    "Target",
+    "TowardLeaf",
+    "TraceArgs",
+    "TraceResult",
+    "Wire",
+    "clip",
+    "decode_args",
+    "decode_caller",
+    "decode_result",
+    "quote",
+    "schema",
+    "schema_text",
+    "to_builtins",
+    "to_json",
+]
+
+T = TypeVar("T")
+
+# Bounds shared by the daemon and its clients.
+MAX_LIMIT = 200
+MAX_OFFSET = 10_000
+MAX_SESSIONS_LIMIT = 500
+MAX_WAIT_SECONDS = 10.0
+NEIGHBOURS_MAX = 50
+WINDOW_MAX = 64_000
+# SQLite integers are 64-bit; a larger filter value would be an OverflowError.
+_INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+# Error messages quote at most this much of any caller- or file-supplied value.
+MAX_QUOTE_CHARS = 200
+
+
+def clip(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    return text if len(text) <= limit else text[:limit] + f"…(+{len(text) - limit} chars)"
+
+
+def quote(value: Any, limit: int = MAX_QUOTE_CHARS) -> str:
+    """`repr` of a value, cut to `limit` characters: error messages never carry
+    a huge caller or source value (a 60 MB first line must not ride along
+    every response)."""
+    return clip(repr(value[: limit + 1] if isinstance(value, (str, bytes)) else value), limit)
+
+
+class Wire(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    """Base of every wire shape. Mapping-style reads (`hit["sessionId"]`,
+    `.get`) by wire name keep code written against plain dicts working."""
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, _attr(type(self), key))
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            value = self[key]
+        except KeyError:
+            return default
+        return default if value is None and default is not None else value
+
+    def __contains__(self, key: str) -> bool:
+        try:
+            return self[key] is not None
+        except KeyError:
+            return False
+
+
+def _attr(cls: type, key: str) -> str:
+    names = dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__))
+    return names[key]
+
+
+class Request(Wire):
+    """Requests reject unknown fields: a typo is a clear bad_request."""
+
+
+# Structs that configure one field set; unknown fields are refused.
+class _Strict(Request, forbid_unknown_fields=True):
+    pass
+
+
+# -- caller ------------------------------------------------------------------------
+
+
+class Caller(_Strict):
+    """Who asks. `all` is the trusted local CLI's explicit opt-in to every
+    session; otherwise `cwd` or `workspaceRoot` names the authorization root."""
+
+    cwd: str | None = None
+    workspace_root: str | None = None
+    extra_roots: list[str] = []
+    session_id: str | None = None
+    session_file: str | None = None
+    cutoff_entry_id: str | None = None
+    tool_call_id: str | None = None
+    all: bool = False
+
+
+# -- requests ----------------------------------------------------------------------
+
+
+class HelloArgs(Request):
+    proto: int
+    client: str | None = None
+
+
+class StatusArgs(_Strict):
+    pass
+
+
+FileMode = Literal["read", "changed", "any"]
+
+
+class SearchFilters(_Strict):
+    session_id: list[str] = []
+    cwd: str | None = None
+    cwd_under: str | None = None
+    event_type: list[str] = []
+    kind: list[str] = []
+    role: list[str] = []
+    tool: list[str] = []
+    since_ms: _INT64 | None = None
+    until_ms: _INT64 | None = None
+    is_error: bool | None = None
+    branch_state: list[str] = []
+    selection_state: list[str] = []
+    files: list[str] = []
+    file_mode: FileMode = "any"
+
+
+class SearchArgs(_Strict):
+    query: str
+    filters: SearchFilters = msgspec.field(default_factory=SearchFilters)
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT)] = 20
+    offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 0
+    # Wait (at most MAX_WAIT_SECONDS) until the named sessions are fully ingested.
+    wait_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    include_own_results: bool = False
+
+
+class ReadArgs(_Strict):
+    session_id: str
+    entry_id: str
+    fragment_id: str | None = None
+    offset: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    length: Annotated[int, msgspec.Meta(ge=1, le=WINDOW_MAX)] | None = None
+    before: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
+    after: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
+    order: Literal["append", "branch"] = "append"
+
+
+class TraceArgs(_Strict):
+    session_id: str
+    entry_id: str
+
+
+class SessionsArgs(_Strict):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSIONS_LIMIT)] = 50
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ReindexArgs(_Strict):
+    session_id: str | None = None
+
+
+# -- results: hello, search ----------------------------------------------------------
+
+
+class HelloResult(Wire):
+    proto: int
+    version: str
+    pid: int
+    started_at: int
+    capabilities: list[str]
+
+
+class Evidence(Wire):
+    fragment_id: str
+    kind: str
+    tool_name: str | None
+
+
+class Hit(Wire):
+    session_id: str
+    entry_id: str
+    event_type: str
+    role: str | None
+    timestamp: str | None
+    cwd: str | None
+    session_name: str | None
+    evidence: Evidence
+    matched_fragments: int
+    score: float
+    is_error: bool
+    context_role: str
+    branch_state: str
+    selection_state: str
+    snippet: str
+    spans: list[tuple[int, int]]  # [start, end) character offsets of the matches in `snippet`
+
+
+class SearchScope(Wire):
+    roots: list[str] | None  # null: every session (the local CLI's --all)
+
+
+class SearchResult(Wire):
+    query: str
+    limit: int
+    offset: int
+    has_more: bool
+    hits: list[Hit]
+    scope: SearchScope | None = None
+
+
+# -- results: read -----------------------------------------------------------------
+
+
+class NodeSummary(Wire):
+    """A tree node with bounded metadata and a small index preview (never content)."""
+
+    session_id: str
+    entry_id: str
+    type: str
+    role: str | None
+    timestamp: str | None
+    tool_names: list[str]
+    is_error: bool
+    context_role: str
+    branch_state: str
+    selection_state: str
+    preview: str | None
+    preview_source: str
+    provenance: str | None = None  # siblings: "derived"
+
+
+class Locator(Wire):
+    path: str
+    byte_offset: int
+    byte_length: int
+
+
+class SourceInfo(Wire):
+    path: str
+    byte_offset: int
+    byte_length: int
+    fingerprint: str
+    status: Literal["verified", "changed", "missing", "unreadable"]
+    detail: str | None = None
+
+
+class FragmentRef(Wire):
+    fragment_id: str
+    offset: int
+
+
+class ContentItem(Wire):
+    fragment_id: str
+    kind: str
+    tool_name: str | None
+    call_id: str | None
+    length: int
+    text: str
+    truncated: bool
+    next: FragmentRef | None = None
+    locator: Locator | None = None
+
+
+class FragmentWindow(Wire):
+    fragment_id: str
+    kind: str
+    offset: int
+    length: int
+    total_length: int
+    text: str
+    has_more: bool
+    next_offset: int | None
+    locator: Locator
+
+
+class Omitted(Wire):
+    field: str
+    kind: str
+    reason: str
+    mime_type: str | None = None
+    base64_chars: int | None = None
+
+
+class Alternative(Wire):
+    """A fork passed on the materialized path (branch order)."""
+
+    at: str
+    followed: str
+    alternatives: list[str]
+
+
+class ForkStop(Wire):
+    at: str
+    candidates: list[str]
+
+
+class Neighbours(Wire, omit_defaults=False):
+    """Branch order fills `alternatives`, `stoppedAtFork` and `reachedRoot`;
+    append order leaves them null."""
+
+    order: Literal["append", "branch"]
+    before: list[NodeSummary]
+    after: list[NodeSummary]
+    alternatives: list[Alternative] | None = None  # branch order only
+    stopped_at_fork: ForkStop | None = None
+    reached_root: bool | None = None
+
+
+class EventInfo(Wire):
+    type: str
+    role: str | None
+    parent_id: str | None
+    id_recorded: bool
+    timestamp: str | None
+    tool_names: list[str]
+    is_error: bool
+    context_role: str
+    branch_state: str
+    selection_state: str
+    meta: dict[str, Any]
+
+
+class SessionInfo(Wire):
+    cwd: str | None
+    source_path: str
+
+
+class ReadResult(Wire):
+    session_id: str
+    entry_id: str
+    event: EventInfo
+    session: SessionInfo
+    source: SourceInfo
+    content: list[ContentItem] | None = None  # absent when the source could not be verified
+    omitted: list[Omitted] | None = None
+    fragment: FragmentWindow | None = None
+    neighbours: Neighbours | None = None
+
+
+# -- results: trace ----------------------------------------------------------------
+
+
+class Leaf(Wire):
+    entry_id: str | None
+    known: bool
+    is_target: bool
+
+
+class TowardLeaf(Wire):
+    entry_id: str
+    via: Literal["parent", "child"] | None
+
+
+class Target(Wire):
+    session_id: str | None = None
+    entry_id: str | None = None
+    indexed: bool | None = None
+    ref: str | None = None
+    path: str | None = None
+
+
+class Relationship(Wire):
+    kind: str
+    direction: Literal["in", "out"]
+    provenance: str
+    target: Target
+    detail: dict[str, Any] | None = None
+
+
+class TraceResult(Wire):
+    session_id: str
+    entry_id: str
+    node: NodeSummary | None
+    materialized_leaf: Leaf
+    parent: NodeSummary | None
+    parent_missing: str | None
+    children: list[NodeSummary]
+    siblings: list[NodeSummary]
+    toward_leaf: TowardLeaf | None
+    toward_leaf_known: bool
+    relationships: list[Relationship]
+
+
+# -- results: sessions, reindex ------------------------------------------------------
+
+
+class SessionItem(Wire):
+    session_id: str
+    name: str | None
+    cwd: str | None
+    created: str | None
+    first_ms: int | None
+    last_ms: int | None
+    events: int
+    parent_session: str | None
+    format: str
+    path: str
+    state: str
+
+
+class SessionsResult(Wire):
+    sessions: list[SessionItem]
+    has_more: bool
+    limit: int
+    offset: int
+
+
+class ReindexResult(Wire):
+    queued: str  # a session id, or "all"
+
+
+# -- results: status ---------------------------------------------------------------
+
+
+class ScanInfo(Wire):
+    reason: str | None = None
+    at_ms: int | None = None
+    seconds: float | None = None
+    files: int | None = None
+    queued: int | None = None
+    missed_by_events: int | None = None
+    roots_unavailable: list[str] = []
+
+
+class ServiceStatus(Wire):
+    """The ingest service's progress (live from the daemon, or the row it last
+    wrote to the index). Unknown fields from a newer service are ignored."""
+
+    pid: int | None = None
+    phase: str | None = None
+    running: bool = False
+    started_ms: int | None = None
+    heartbeat_ms: int | None = None
+    updated_age_s: float | None = None
+    uptime_seconds: float | None = None
+    socket: str | None = None
+    requests_served: int | None = None
+    db: str | None = None
+    roots: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    settle: float | None = None
+    max_latency: float | None = None
+    scan_interval: float | None = None
+    files_known: int | None = None
+    files_ingested: int | None = None
+    bytes_ingested: int | None = None
+    events_ingested: int | None = None
+    batches: int | None = None
+    backlog_files: int | None = None
+    backlog_bytes: int | None = None
+    scans: int | None = None
+    last_scan: ScanInfo | None = None
+    startup_seconds: float | None = None
+    missed_by_events: int | None = None
+    removals_vetoed: int | None = None
+    errors: dict[str, str] = {}
+
+
+class SourceProblem(Wire):
+    path: str
+    state: str
+    error: str | None
+
+
+class SourcesStatus(Wire):
+    total: int
+    by_state: dict[str, int]
+    problems: list[SourceProblem]
+
+
+class BytesStatus(Wire):
+    files: int
+    ingested: int
+    backlog: int
+
+
+class DiagnosticCount(Wire):
+    count: int
+    repaired: int
+
+
+class DiagnosticItem(Wire):
+    path: str
+    byte_offset: int | None
+    code: str
+    message: str
+    repaired: bool
+
+
+class DiagnosticsStatus(Wire):
+    by_code: dict[str, DiagnosticCount]
+    recent: list[DiagnosticItem]
+
+
+class IndexProgress(Wire):
+    """The first index of the files the caller may see is still running."""
+
+    files_done: int
+    files_total: int
+
+
+class StatusResult(Wire):
+    """What `status` shows. A workspace caller sees only its own sessions'
+    counts and problems; `all` (the local CLI) sees the whole index."""
+
+    db: str | None = None
+    ready: bool = True
+    index_error: str | None = None  # why the index cannot be read (ready: false)
+    index_bytes: int = 0
+    sources: SourcesStatus | None = None
+    sessions: int = 0
+    events: int = 0
+    fragments: int | None = None
+    bytes: BytesStatus | None = None
+    diagnostics: DiagnosticsStatus | None = None
+    service: ServiceStatus | None = None
+    catch_up: IndexProgress | None = None
+    running: bool = False  # set by the CLI: a daemon answered
+    daemon: HelloResult | None = None
+
+
+# -- envelope ----------------------------------------------------------------------
+
+
+class SessionFreshness(Wire):
+    session_id: str
+    indexed_bytes: int
+    file_bytes: int | None
+    complete: bool
+    ms_since_ingest: int | None
+
+
+class Freshness(Wire):
+    sessions: list[SessionFreshness] = []
+    backlog: int | None = None
+    last_scan_ms: int | None = None
+
+
+class Notice(Wire):
+    """Something the caller should know about the answer (catch-up, a file of
+    the answer's sessions that could not be read). `code` is stable."""
+
+    code: str
+    message: str
+    path: str | None = None
+
+
+class ErrorBody(Wire):
+    code: str
+    message: str
+
+
+class Response(Wire):
+    id: int | str | None
+    ok: bool
+    result: Any = None
+    error: ErrorBody | None = None
+    warnings: list[Notice] = []
+    freshness: Freshness | None = None
+
+
+ARGS: dict[str, type[Wire]] = {
+    "hello": HelloArgs,
+    "status": StatusArgs,
+    "search": SearchArgs,
+    "read": ReadArgs,
+    "trace": TraceArgs,
+    "sessions": SessionsArgs,
+    "reindex": ReindexArgs,
+}
+
+RESULTS: dict[str, type[Wire]] = {
+    "hello": HelloResult,
+    "status": StatusResult,
+    "search": SearchResult,
+    "read": ReadResult,
+    "trace": TraceResult,
+    "sessions": SessionsResult,
+    "reindex": ReindexResult,
+}
+
+
+def _convert(value: Any, cls: type[T], what: str) -> T:
+    try:
+        return msgspec.convert({} if value is None else value, cls)
+    except msgspec.ValidationError as exc:
+        # msgspec's message names the field path (`$.filters.sinceMs`); values are not quoted.
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{what}: {clip(str(exc))}") from None
+
+
+def decode_args(op: str, args: Any) -> Wire:
+    """Validate a request's `args` map; raises ProtocolError(bad_request)."""
+    cls = ARGS.get(op)
+    if cls is None:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown op {quote(op)}; known: {sorted(ARGS)}")
+    return _convert(args, cls, f"bad {op} arguments")
+
+
+def decode_caller(caller: Any) -> Caller | None:
+    return None if caller is None else _convert(caller, Caller, "bad caller")
+
+
+def decode_result(op: str, result: Any) -> Any:
+    """A response's `result` as the op's typed Struct (clients)."""
+    cls = RESULTS.get(op)
+    return result if cls is None else msgspec.convert(result, cls)
+
+
+def to_builtins(value: Any) -> Any:
+    """Plain dicts/lists with wire (camelCase) names, as JSON or msgpack carry them."""
+    return msgspec.to_builtins(value)
+
+
+def to_json(value: Any, *, indent: int = 2) -> str:
+    """Pretty JSON of any wire value, camelCase, as `--json` prints it."""
+    return json.dumps(to_builtins(value), indent=indent, ensure_ascii=False)
+
+
+SCHEMA_PATH = Path(__file__).with_name("wire_schema.json")
+
+
+def schema() -> dict[str, Any]:
+    """JSON Schema of the whole contract: `{"ops": {op: {"args", "result"}},
+    "envelope", "$defs"}`. The Pi extension's TypeScript types are checked
+    against this; `python -m piwatch.wire` prints it."""
+    types = [*ARGS.values(), *RESULTS.values(), Caller, Response, Notice, Freshness, ErrorBody]
+    refs, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    by_type = dict(zip(types, refs))
+    return {
+        "title": "piwatch wire contract",
+        "ops": {op: {"args": by_type[ARGS[op]], "result": by_type[RESULTS[op]]} for op in ARGS},
+        "caller": by_type[Caller],
+        "response": by_type[Response],
+        "errorCodes": sorted(v for k, v in vars(ErrorCode).items() if k.isupper()),
+        "$defs": defs,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(schema(), indent=1, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    print(schema_text(), end="")

@@ -1,0 +1,213 @@
+"""One request's visibility, computed once and applied to everything it answers.
+
+A request's caller resolves to a `CallerScope` (authorized roots, the
+caller's own session and cutoff). `Visibility` turns that into answers about
+the sessions and events a response names: which session rows may be shown
+(hits, freshness, warnings, sessions, status counts), which events (read and
+trace nodes, relationship targets) and where the cutoff caps a session. Every
+lookup is by key and cached for the request, so the cost is O(what the
+response names), never O(history). A hidden session or event looks exactly
+like a missing one: the same error, the same shape.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from piwatch import wire
+
+from .auth import CallerScope
+from .catalog import SessionRow, child_sessions, session_rows
+
+__all__ = ["NOT_FOUND_MESSAGE", "Visibility"]
+
+NOT_FOUND_MESSAGE = "no such event in the sessions this caller may see"
+
+
+class Visibility:
+    def __init__(self, conn: sqlite3.Connection, scope: CallerScope) -> None:
+        self.conn = conn
+        self.scope = scope
+        self._rows: dict[str, SessionRow | None] = {}
+        self._cutoff_ordinals: dict[str, int | None] = {}
+
+    # -- sessions ----------------------------------------------------------------
+
+    @property
+    def unrestricted(self) -> bool:
+        """Every session and event is visible (the local CLI's `all` without a session)."""
+        return self.scope.roots is None and not self.scope.current_session
+
+    @property
+    def has_cutoff(self) -> bool:
+        return bool(self.scope.current_session and self.scope.cutoff_entry)
+
+    def load(self, session_ids: Iterable[str]) -> None:
+        """Fetch the rows of these sessions in one query (cached)."""
+        missing = {s for s in session_ids if s not in self._rows}
+        if missing:
+            found = session_rows(self.conn, missing)
+            for sid in missing:
+                self._rows[sid] = found.get(sid)
+
+    def refresh(self) -> None:
+        """Forget cached rows (after waiting for ingest, progress has moved)."""
+        self._rows.clear()
+        self._cutoff_ordinals.clear()
+
+    def session(self, session_id: str) -> SessionRow | None:
+        """The session's row if the caller may see the session, else None
+        (exactly as for a missing session)."""
+        self.load((session_id,))
+        row = self._rows.get(session_id)
+        if row is None or not self.scope.allows_cwd(row.cwd_real):
+            return None
+        # The caller's own session is visible only when it names a cutoff.
+        if session_id == self.scope.current_session and not self.scope.cutoff_entry:
+            return None
+        return row
+
+    def sessions(self, session_ids: Iterable[str]) -> dict[str, SessionRow]:
+        ids = list(dict.fromkeys(session_ids))
+        self.load(ids)
+        return {sid: row for sid in ids if (row := self.session(sid)) is not None}
+
+    # -- the invocation cutoff -------------------------------------------------------
+
+    def _cutoff_parents(self) -> tuple[str, ...]:
+        """How a fork of the caller's session records its parent: the id or the file."""
+        own = self._rows.get(self.scope.current_session or "") if self.scope.current_session else None
+        if self.scope.current_session and self.scope.current_session not in self._rows:
+            self.load((self.scope.current_session,))
+            own = self._rows.get(self.scope.current_session)
+        refs = [self.scope.current_session, self.scope.current_file, own.path if own else None]
+        return tuple(r for r in dict.fromkeys(refs) if r)
+
+    def _ordinal_of_cutoff(self, session_id: str) -> int | None:
+        if session_id not in self._cutoff_ordinals:
+            row = self.conn.execute(
+                "SELECT ordinal FROM events WHERE session_id=? AND entry_id=?", (session_id, self.scope.cutoff_entry)
+            ).fetchone()
+            self._cutoff_ordinals[session_id] = row[0] if row else None
+        return self._cutoff_ordinals[session_id]
+
+    def cap(self, session_id: str) -> int | None:
+        """First hidden ordinal of a session (the invoking entry and everything
+        after it, in the caller's session and in forks that copied it), or None."""
+        if not self.has_cutoff:
+            return None
+        if session_id == self.scope.current_session:
+            ordinal = self._ordinal_of_cutoff(session_id)
+            return -1 if ordinal is None else ordinal  # an unknown cutoff hides the whole session
+        row = self.session(session_id)
+        if row is None or row.parent_session not in self._cutoff_parents():
+            return None
+        return self._ordinal_of_cutoff(session_id)
+
+    def search_caps(self) -> tuple[tuple[str, int], ...]:
+        """Every cap a search must apply: the caller's session and its forks."""
+        if not self.has_cutoff:
+            return ()
+        assert self.scope.current_session is not None
+        caps = [(self.scope.current_session, self.cap(self.scope.current_session) or -1)]
+        for child in child_sessions(self.conn, self._cutoff_parents(), exclude=self.scope.current_session):
+            ordinal = self._ordinal_of_cutoff(child)
+            if ordinal is not None:
+                caps.append((child, ordinal))
+        return tuple(caps)
+
+    # -- events ----------------------------------------------------------------------
+
+    def visible_events(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The (session, entry) pairs the caller may see: one query per session."""
+        by_session: dict[str, set[str]] = {}
+        for sid, eid in pairs:
+            by_session.setdefault(sid, set()).add(eid)
+        self.load(by_session)
+        out: set[tuple[str, str]] = set()
+        for sid, eids in by_session.items():
+            if self.session(sid) is None:
+                continue
+            cap = self.cap(sid)
+            ids = sorted(eids)
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                for eid, ordinal in self.conn.execute(
+                    f"SELECT entry_id, ordinal FROM events WHERE session_id=? AND entry_id IN ({','.join('?' * len(chunk))})",
+                    (sid, *chunk),
+                ):
+                    if cap is None or ordinal < cap:
+                        out.add((sid, eid))
+        return out
+
+    def event_visible(self, session_id: str, entry_id: str) -> bool:
+        return (session_id, entry_id) in self.visible_events([(session_id, entry_id)])
+
+    # -- responses ---------------------------------------------------------------------
+
+    def filter_read(self, result: wire.ReadResult) -> wire.ReadResult:
+        """Drop neighbours and fork alternatives the caller may not see."""
+        nb = result.neighbours
+        if nb is None or self.unrestricted:
+            return result
+        sid = result.session_id
+        ids = {n.entry_id for n in (*nb.before, *nb.after)}
+        for alt in nb.alternatives or []:
+            ids.update([alt.at, alt.followed, *alt.alternatives])
+        if nb.stopped_at_fork is not None:
+            ids.update([nb.stopped_at_fork.at, *nb.stopped_at_fork.candidates])
+        seen = {eid for _, eid in self.visible_events((sid, eid) for eid in ids)}
+        nb.before = [n for n in nb.before if n.entry_id in seen]
+        nb.after = [n for n in nb.after if n.entry_id in seen]
+        if nb.alternatives is not None:
+            nb.alternatives = [
+                wire.Alternative(at=a.at, followed=a.followed, alternatives=[x for x in a.alternatives if x in seen])
+                for a in nb.alternatives
+                if a.at in seen and a.followed in seen
+            ]
+        fork = nb.stopped_at_fork
+        if fork is not None:
+            nb.stopped_at_fork = (
+                wire.ForkStop(at=fork.at, candidates=[c for c in fork.candidates if c in seen]) if fork.at in seen else None
+            )
+        return result
+
+    def filter_trace(self, result: wire.TraceResult) -> wire.TraceResult:
+        """Drop nodes and relationship targets the caller may not see."""
+        if self.unrestricted:
+            return result
+        sid = result.session_id
+        pairs = {(n.session_id, n.entry_id) for n in (result.node, result.parent, *result.children, *result.siblings) if n}
+        if result.materialized_leaf.entry_id:
+            pairs.add((sid, result.materialized_leaf.entry_id))
+        if result.toward_leaf is not None:
+            pairs.add((sid, result.toward_leaf.entry_id))
+        for rel in result.relationships:
+            if rel.target.entry_id:
+                pairs.add((rel.target.session_id or sid, rel.target.entry_id))
+        seen = self.visible_events(pairs)
+
+        def shown(node: wire.NodeSummary | None) -> wire.NodeSummary | None:
+            return node if node is not None and (node.session_id, node.entry_id) in seen else None
+
+        result.node = shown(result.node)
+        result.parent = shown(result.parent)
+        result.children = [n for n in result.children if shown(n)]
+        result.siblings = [n for n in result.siblings if shown(n)]
+        leaf = result.materialized_leaf
+        if leaf.entry_id and (sid, leaf.entry_id) not in seen:
+            # The materialized leaf lies past the cutoff: it is not known to this caller.
+            result.materialized_leaf = wire.Leaf(entry_id=None, known=False, is_target=False)
+            result.toward_leaf_known = False
+        if result.toward_leaf is not None and (sid, result.toward_leaf.entry_id) not in seen:
+            result.toward_leaf = None
+        result.relationships = [r for r in result.relationships if self._target_visible(r.target, sid, seen)]
+        return result
+
+    def _target_visible(self, target: wire.Target, sid: str, seen: set[tuple[str, str]]) -> bool:
+        if target.entry_id:
+            return (target.session_id or sid, target.entry_id) in seen
+        if target.session_id:
+            return self.session(target.session_id) is not None
+        return True  # a path or a reference recorded in the visible entry itself
