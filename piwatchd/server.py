@@ -91,7 +91,7 @@ def peer_uid(conn: socket.socket) -> int | None:
 class _Conn:
     """One connection's bookkeeping: who to evict when every slot is taken."""
 
-    __slots__ = ("sock", "thread", "last_active", "in_request")
+    __slots__ = ("in_request", "last_active", "sock", "thread")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock

@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 import orjson
-
 from piwatch import wire
 
 from .index.query import roots_clause
@@ -96,7 +95,8 @@ def collect_status(
 ) -> wire.StatusResult:
     """Status of the whole index (`roots` None) or of the sessions under `roots`."""
     if roots is None:
-        scope_from, scope_where, params = "sources src", "1", []
+        params: list[object] = []
+        scope_from, scope_where = "sources src", "1"
         sessions, events = conn.execute("SELECT count(*), coalesce(sum(entry_count), 0) FROM sessions").fetchone()
     else:
         clause, params = roots_clause("s.cwd_real", roots)
@@ -105,7 +105,7 @@ def collect_status(
         sessions, events = conn.execute(
             f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {clause}", params
         ).fetchone()
-    by_state = {s: 0 for s in STATES}
+    by_state = dict.fromkeys(STATES, 0)
     file_bytes = consumed_bytes = 0
     for state, n, size, consumed in conn.execute(
         f"SELECT src.state, count(*), coalesce(sum(max(coalesce(src.size, 0), src.consumed)), 0),"

@@ -8,9 +8,9 @@ import sqlite3
 
 import pytest
 from conftest import copy_fixture
-
 from piwatch.client import Client, LocalTransport
 from piwatch.wire import to_builtins
+
 from piwatchd.direct import index_once
 
 pitools = pytest.importorskip("pi.pitools")

@@ -8,7 +8,6 @@ import os
 
 import pytest
 from conftest import jsonl, msg, v3_header
-
 from piwatch.client import NotFound
 from piwatch.wire import to_builtins
 

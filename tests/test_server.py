@@ -13,7 +13,7 @@ import msgpack
 import pytest
 from conftest import jsonl, msg, v3_header
 from piwatch.client import Client, NotFound, QueryError
-from piwatch.protocol import PROTOCOL_VERSION, encode_frame, recv_frame
+from piwatch.protocol import encode_frame, recv_frame
 
 from piwatchd.api import Api
 from piwatchd.direct import index_once

@@ -62,7 +62,7 @@ class QueryError(RequestFailed):
 class Client:
     def __init__(
         self,
-        socket_path: str | os.PathLike | None = None,
+        socket_path: str | os.PathLike[str] | None = None,
         *,
         timeout: float = 15.0,
         transport: Transport | None = None,
@@ -75,7 +75,7 @@ class Client:
         self.last_warnings: list[wire.Notice] = []
         self.last_freshness: wire.Freshness = wire.Freshness()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:

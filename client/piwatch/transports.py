@@ -76,7 +76,7 @@ def check_socket_owner(path: str) -> str | None:
 
 
 class SocketTransport:
-    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 15.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 15.0) -> None:
         self.path = str(path or socket_path())
         self.timeout = timeout
         self._sock: socket.socket | None = None
@@ -127,7 +127,7 @@ class LocalTransport:
     response is byte-for-byte what piwatchd would have sent.
     """
 
-    def __init__(self, db: str | os.PathLike) -> None:
+    def __init__(self, db: str | os.PathLike[str]) -> None:
         from piwatchd.api import Api  # lazy: only the fallback needs the daemon package
 
         self.db = Path(db).expanduser()

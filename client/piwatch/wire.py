@@ -143,8 +143,8 @@ class Wire(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
             return False
 
 
-def _attr(cls: type, key: str) -> str:
-    names = dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__))
+def _attr(cls: type[msgspec.Struct], key: str) -> str:
+    names = dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__, strict=True))
     return names[key]
 
 

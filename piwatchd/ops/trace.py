@@ -122,7 +122,7 @@ def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[st
     """Sessions forked from this one at this entry (derived, the reverse of fork-anchor)."""
     row = session_row(conn, sid)
     out = []
-    for child in child_sessions(conn, (sid, row.path if row else None), exclude=sid):
+    for child in child_sessions(conn, [sid, *([row.path] if row else [])], exclude=sid):
         shared, anchor = _shared_prefix(conn, child, sid)
         if anchor == eid:
             out.append({"kind": "fork-child", "direction": "in", "provenance": "derived",

@@ -63,10 +63,7 @@ def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> tuple[Any, li
 
     caller = caller_from(ns)
     try:
-        if ns.db:
-            client = Client(transport=LocalTransport(_db_path(ns.db)))
-        else:
-            client = Client(getattr(ns, "socket", None))
+        client = Client(transport=LocalTransport(_db_path(ns.db))) if ns.db else Client(getattr(ns, "socket", None))
         try:
             with client:
                 result = client.request(op, args, caller)
