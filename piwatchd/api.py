@@ -290,6 +290,10 @@ class Api:
         return raw
 
     def _read(self, a: wire.ReadArgs, req: _Request, slot: Slot) -> wire.ReadResult:
+        if a.unredacted and (req.vis is None or req.vis.scope.roots is not None):
+            # Model-facing output is always redacted; only the file owner's local CLI may opt out.
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "unredacted is allowed only for the local CLI with"
+                                " caller all: true (`piwatch read --all --unredacted`)")
         result = msgspec.convert(self._event_op(event_read, a, req, slot), wire.ReadResult)
         assert req.vis is not None
         return req.vis.filter_read(result)

@@ -7,6 +7,12 @@ Settings come from the environment and an optional TOML file at
     db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
     workspace_roots = ["~/work/monorepo"]   # authorize a caller below one for the whole root
 
+    [redact]                                # see piwatchd.redact.rules_from_config
+    allow = ["AKIAIOSFODNN7EXAMPLE"]
+    [[redact.patterns]]
+    name = "acme-key"
+    regex = "acme_[0-9a-f]{32}"
+
 Environment overrides: `PIWATCH_DB`, `PIWATCH_EXTRA_SESSION_DIRS`, `PIWATCH_WORKSPACE_ROOTS`
 (both os.pathsep-separated).
 """
@@ -20,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
+
+from .redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
 
 __all__ = ["Settings", "load_settings", "config_path"]
 
@@ -38,6 +46,7 @@ class Settings:
     # Authorization roots: a caller whose cwd lies below one is authorized for
     # the whole root (say a monorepo), ahead of its Git worktree root.
     workspace_roots: tuple[str, ...] = field(default_factory=tuple)
+    redact_rules: Rules = DEFAULT_RULES
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -58,8 +67,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     roots = [os.path.expanduser(x) for x in data.get("workspace_roots", []) if isinstance(x, str)]
     if env.get("PIWATCH_WORKSPACE_ROOTS"):
         roots += [os.path.expanduser(p) for p in env["PIWATCH_WORKSPACE_ROOTS"].split(os.pathsep) if p]
+    try:
+        rules = rules_from_config(data.get("redact"))
+    except RulesError as exc:
+        raise SystemExit(f"piwatch: config {path}: {exc}") from exc
     return Settings(
         Path(db).expanduser(),
         tuple(os.path.expanduser(p) for p in extra),
         tuple(r for r in roots if os.path.isabs(r)),
+        rules,
     )

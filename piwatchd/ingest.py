@@ -19,11 +19,13 @@ from dataclasses import dataclass, field, replace
 
 import orjson
 
+from .index.redaction import index_rules
 from .index.tree_store import TreeBatch
 from .index.writer import IndexWriter, SourceRecord
 from .model import Diagnostic, Entry, Event, excerpt
 from .prefetch import prefetch
 from .project import project_entry
+from .redact import DEFAULT_RULES, Rules
 from .source.fingerprint import Window
 from .source.lines import split_complete_lines
 from .source.parser import ParseResult, ParserState, UnsupportedSource, parse_lines
@@ -50,8 +52,8 @@ class IngestOutcome:
 PIPELINE_CHUNK = 512 * 1024
 
 
-def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState) -> Iterator[tuple]:
-    """Pure per chunk: complete lines -> entries -> events, threading the parser state."""
+def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState, rules: Rules = DEFAULT_RULES) -> Iterator[tuple]:
+    """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state."""
     for offset, data in chunks:
         lines, end = split_complete_lines(data, offset)
         result = parse_lines(state, lines)
@@ -59,11 +61,11 @@ def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState) -> It
         events: list[Event] = []
         if result.entries:
             assert state.header is not None  # the parser yields entries only after a header
-            result, events = project_contained(state.header.session_id, result)
+            result, events = project_contained(state.header.session_id, result, rules)
         yield offset, data, end, result, events
 
 
-def project_contained(session_id: str, result: ParseResult) -> tuple[ParseResult, list[Event]]:
+def project_contained(session_id: str, result: ParseResult, rules: Rules = DEFAULT_RULES) -> tuple[ParseResult, list[Event]]:
     """Project each entry. One that cannot be projected, or whose metadata
     cannot be stored, is kept bare (identity and type, no content) and
     reported at its byte offset: it never blocks the entries after it."""
@@ -72,7 +74,7 @@ def project_contained(session_id: str, result: ParseResult) -> tuple[ParseResult
     diagnostics: list[Diagnostic] = []
     for entry in result.entries:
         try:
-            event = project_entry(session_id, entry)
+            event = project_entry(session_id, entry, rules)
             orjson.dumps(event.meta)  # what the writer stores; deep nesting fails here
         except Exception as exc:  # noqa: BLE001 - any projection failure is contained and reported
             diagnostics.append(Diagnostic(
@@ -81,7 +83,7 @@ def project_contained(session_id: str, result: ParseResult) -> tuple[ParseResult
                 entry.byte_offset,
             ))
             entry = replace(entry, data={k: entry.data[k] for k in _BARE_KEYS if k in entry.data})
-            event = project_entry(session_id, entry)
+            event = project_entry(session_id, entry, rules)
         entries.append(entry)
         events.append(event)
     if diagnostics:
@@ -103,6 +105,8 @@ class Ingestor:
         may_remove: Callable[[str], bool] | None = None,
     ) -> None:
         self.writer = writer
+        # The rules recorded in the index when it was built (open_writer checked them).
+        self.rules = index_rules(writer.conn)
         self.gone_recheck_delay = gone_recheck_delay
         self._sleep = sleep
         # The live service vetoes removals under a root that is missing or
@@ -257,7 +261,7 @@ class Ingestor:
         checkpoint that proves them, inside the caller's transaction."""
         w = self.writer
         tree = TreeBatch(w.conn, full=full)
-        chunks = parsed_chunks(read_chunks(fd, start, obs.size, PIPELINE_CHUNK), state)
+        chunks = parsed_chunks(read_chunks(fd, start, obs.size, PIPELINE_CHUNK), state, self.rules)
         if obs.size - start > PIPELINE_CHUNK:
             # Worth a helper thread only when there is a next chunk to parse.
             chunks = prefetch(chunks)

@@ -144,6 +144,8 @@ class Fragment:
     tool_name: str | None = None
     call_id: str | None = None
     full_length: int = 0
+    # Secrets replaced by markers in this text, as sorted (kind, count) pairs.
+    redactions: tuple[tuple[str, int], ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -176,3 +178,5 @@ class Event:
     fragments: tuple[Fragment, ...]
     context_role: ContextRole = ContextRole.METADATA
     id_recorded: bool = True
+    # Every redaction in the event (fragments and meta), as sorted (kind, count) pairs.
+    redactions: tuple[tuple[str, int], ...] = ()

@@ -6,6 +6,11 @@ What is searchable is decided here and only here. Private reasoning
 developer prompts, `partialJson` scratch and unknown custom entries produce no
 searchable text. Control entries (model/thinking changes, labels, usage,
 context edits, custom state) become typed events without fragments.
+
+This is the one projection: indexing bounds each fragment into head/tail,
+`event_read` asks for the full texts (`bounded=False`). Both redact secrets
+(`piwatchd.redact`) from the full text first, so no secret reaches the text
+index, a snippet, a stored copy or a read.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 import orjson
 
 from .model import ContextRole, Entry, Event, Fragment, FragmentKind
+from .redact import DEFAULT_RULES, Rules, redact
 from .source.parser import v1_entry_id
 
 __all__ = [
@@ -51,24 +57,48 @@ def bound_text(text: str) -> tuple[str, str | None, int]:
     return text[:HEAD_CHARS], text[n - TAIL_CHARS :], n
 
 
-def _fragment(
-    fragment_id: str,
-    kind: FragmentKind,
-    text: str,
-    *,
-    meta: str = "",
-    tool_name: str | None = None,
-    call_id: str | None = None,
-    keep_empty: bool = False,
-) -> Fragment | None:
-    """A fragment, or None for blank text unless `keep_empty` (a tool call or
-    result with no text is still evidence, searchable by its meta words)."""
-    if not text or not text.strip():
-        if not keep_empty:
-            return None
-        text = ""
-    head, tail, full = bound_text(text)
-    return Fragment(fragment_id, kind, head, tail, meta, tool_name, call_id, full)
+class _Projection:
+    """Per-entry settings and the redaction tally (kind -> count)."""
+
+    __slots__ = ("bounded", "counts", "rules")
+
+    def __init__(self, rules: Rules, bounded: bool) -> None:
+        self.rules = rules
+        self.bounded = bounded
+        self.counts: dict[str, int] = {}
+
+    def redact(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+        text, counts = redact(text, self.rules)
+        for kind, n in counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+        return text, tuple(sorted(counts.items()))
+
+    def fragment(
+        self,
+        fragment_id: str,
+        kind: FragmentKind,
+        text: str,
+        *,
+        meta: str = "",
+        tool_name: str | None = None,
+        call_id: str | None = None,
+        keep_empty: bool = False,
+    ) -> Fragment | None:
+        """A fragment, or None for blank text unless `keep_empty` (a tool call or
+        result with no text is still evidence, searchable by its meta words).
+
+        Redaction runs on the full text, before bounding: a secret that spans
+        the head/tail cut is still found whole.
+        """
+        if not text or not text.strip():
+            if not keep_empty:
+                return None
+            text = ""
+        text, redactions = self.redact(text)
+        if not self.bounded:
+            return Fragment(fragment_id, kind, text, None, meta, tool_name, call_id, len(text), redactions)
+        head, tail, full = bound_text(text)
+        return Fragment(fragment_id, kind, head, tail, meta, tool_name, call_id, full, redactions)
 
 
 def normalize_arguments(arguments: Any) -> str:
@@ -117,17 +147,19 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[Fragment | None], bool, list[str]]:
+def _message_fragments(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[Fragment | None], bool, list[str]]:
     role = msg.get("role")
     frags: list[Fragment | None] = []
     is_error = False
     tools: list[str] = []
     if role == "user":
-        frags = [_fragment(f"text.{i}", FragmentKind.USER_TEXT, t) for i, t in _text_blocks(msg.get("content"))]
+        frags = [p.fragment(f"text.{i}", FragmentKind.USER_TEXT, t) for i, t in _text_blocks(msg.get("content"))]
     elif role == "assistant":
         for key in ("provider", "model", "stopReason", "api", "thinkingLevel", "errorMessage"):
             if _str(msg.get(key)):
                 meta[key] = msg[key]
+        if "errorMessage" in meta:  # provider errors quote request headers and keys
+            meta["errorMessage"] = p.redact(meta["errorMessage"])[0]
         is_error = msg.get("stopReason") == "error"
         content = msg.get("content")
         for index, block in enumerate(content if isinstance(content, list) else []):
@@ -135,12 +167,12 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
                 continue
             btype = block.get("type")
             if btype == "text" and isinstance(block.get("text"), str):
-                frags.append(_fragment(f"text.{index}", FragmentKind.ASSISTANT_TEXT, block["text"]))
+                frags.append(p.fragment(f"text.{index}", FragmentKind.ASSISTANT_TEXT, block["text"]))
             elif btype == "toolCall":
                 name = _str(block.get("name")) or "unknown"
                 tools.append(name)
                 frags.append(
-                    _fragment(
+                    p.fragment(
                         f"call.{index}",
                         FragmentKind.TOOL_CALL,
                         normalize_arguments(block.get("arguments")),
@@ -160,7 +192,7 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
             meta["piwatch"] = True  # our own Pi tool's output: searchable, hidden by default
         text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
         frags.append(
-            _fragment(
+            p.fragment(
                 "result",
                 FragmentKind.TOOL_RESULT,
                 text,
@@ -179,13 +211,13 @@ def _message_fragments(msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[
         is_error = msg.get("cancelled") is True or (isinstance(exit_code, int) and exit_code != 0)
         command = _str(msg.get("command")) or ""
         output = _str(msg.get("output")) or ""
-        frags.append(_fragment("command", FragmentKind.BASH_COMMAND, command, meta="bash"))
-        frags.append(_fragment("output", FragmentKind.BASH_OUTPUT, output, meta="bash error" if is_error else "bash"))
+        frags.append(p.fragment("command", FragmentKind.BASH_COMMAND, command, meta="bash"))
+        frags.append(p.fragment("output", FragmentKind.BASH_OUTPUT, output, meta="bash error" if is_error else "bash"))
     elif role in ("custom", "hookMessage"):
         custom_type = _str(msg.get("customType")) or ""
         meta["customType"] = custom_type
         text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
-        frags.append(_fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
+        frags.append(p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
     # system, developer, synthesized summaries and unknown roles: no searchable text.
     return frags, is_error, tools
 
@@ -206,8 +238,13 @@ def context_role_of(entry_type: str, role: str | None) -> ContextRole:
     return ContextRole.METADATA
 
 
-def project_entry(session_id: str, entry: Entry) -> Event:
-    """Project one entry into its event. Never raises on odd shapes."""
+def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
+    """Project one entry into its event. Never raises on odd shapes.
+
+    `bounded=False` keeps each fragment's full text (for `event_read`);
+    `rules` are the redaction rules the index was built with.
+    """
+    p = _Projection(rules, bounded)
     data = entry.data
     meta: dict[str, Any] = {}
     frags: list[Fragment | None] = []
@@ -222,15 +259,15 @@ def project_entry(session_id: str, entry: Entry) -> Event:
             role = _str(msg.get("role"))
             if timestamp_ms is None:
                 timestamp_ms = _iso_to_ms(msg.get("timestamp"))
-            frags, is_error, tools = _message_fragments(msg, meta)
+            frags, is_error, tools = _message_fragments(p, msg, meta)
     elif etype == "custom_message":
         custom_type = _str(data.get("customType")) or ""
         meta["customType"] = custom_type
         meta["display"] = data.get("display")
         text = "\n".join(t for _, t in _text_blocks(data.get("content")))
-        frags.append(_fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
+        frags.append(p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
     elif etype == "compaction":
-        frags.append(_fragment("summary", FragmentKind.SUMMARY_COMPACTION, _str(data.get("summary")) or ""))
+        frags.append(p.fragment("summary", FragmentKind.SUMMARY_COMPACTION, _str(data.get("summary")) or ""))
         kept = data.get("firstKeptEntryId")
         if not isinstance(kept, str) and isinstance(data.get("firstKeptEntryIndex"), int):
             kept = v1_entry_id(data["firstKeptEntryIndex"])
@@ -242,18 +279,18 @@ def project_entry(session_id: str, entry: Entry) -> Event:
             if data.get(key) is True:
                 meta[key] = True
     elif etype == "branch_summary":
-        frags.append(_fragment("summary", FragmentKind.SUMMARY_BRANCH, _str(data.get("summary")) or ""))
+        frags.append(p.fragment("summary", FragmentKind.SUMMARY_BRANCH, _str(data.get("summary")) or ""))
         if isinstance(data.get("fromId"), str):
             meta["fromId"] = data["fromId"]
     elif etype == "session_info":
         name = data.get("name")
         if isinstance(name, str):
-            normalized = _WHITESPACE.sub(" ", name).strip()
+            normalized = p.redact(_WHITESPACE.sub(" ", name).strip())[0]
             meta["name"] = normalized
-            frags.append(_fragment("name", FragmentKind.SESSION_NAME, normalized))
+            frags.append(p.fragment("name", FragmentKind.SESSION_NAME, normalized))
     elif etype == "label":
         meta["targetId"] = data.get("targetId")
-        meta["label"] = data.get("label") if isinstance(data.get("label"), str) else None
+        meta["label"] = p.redact(data["label"])[0] if isinstance(data.get("label"), str) else None
     elif etype == "model_change":
         meta["provider"] = data.get("provider")
         meta["modelId"] = data.get("modelId") or data.get("model")
@@ -287,4 +324,5 @@ def project_entry(session_id: str, entry: Entry) -> Event:
         fragments=tuple(f for f in frags if f is not None),
         context_role=context_role_of(etype, role),
         id_recorded=entry.id_recorded,
+        redactions=tuple(sorted(p.counts.items())),
     )

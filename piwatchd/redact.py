@@ -47,6 +47,7 @@ import re2
 
 __all__ = [
     "BUILTIN_RULES",
+    "REDACTED_REASON",
     "DEFAULT_RULES",
     "NO_RULES",
     "RULES_VERSION",
@@ -55,6 +56,8 @@ __all__ = [
     "RulesError",
     "marker",
     "redact",
+    "redact_payload",
+    "redaction_note",
     "rules_from_config",
 ]
 
@@ -103,7 +106,7 @@ def _regex_finder(kind: str, pattern: str, *, group: int = 0, flags: int = 0,
     return find
 
 
-def _rule(kind: str, trigger: str, pattern: str, **kw) -> Rule:
+def _rule(kind: str, trigger: str, pattern: str, **kw: Any) -> Rule:
     return Rule(kind, trigger, _regex_finder(kind, pattern, **kw))
 
 
@@ -139,9 +142,9 @@ def _jwt_valid(token: str) -> bool:
 
 
 _PLACEHOLDER = re.compile(
-    r"(?i)^(?:\$\{?\w+\}?|<[^>]*>|\{\{.*\}\}|%\(?\w+\)?s?|x+|\*+|\.+|-+|_+|(?:your|my|the|some|example|sample|dummy|fake|"
-    r"test|changeme|change_me|password|passwd|secret|token|key|none|null|nil|true|false|undefined|string|redacted)"
-    r"[\w-]*)$"
+    r"(?i)^(?:\$\{?\w+\}?|<[^>]*>|\{\{.*\}\}|%\(?\w+\)?s?|x+|\*+|\.+|-+|_+"
+    r"|(?:your|example|sample|dummy|fake|placeholder)[\w-]*"
+    r"|changeme|change_me|password|passwd|secret|token|key|none|null|nil|true|false|undefined|string|redacted)$"
 )
 _CODE_VALUE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$|^[A-Za-z_]\w*\($|^\d+$")
 
@@ -175,10 +178,8 @@ def _private_keys(text: str) -> Iterator[Span]:
     while (m := _PEM_BEGIN.search(text, pos)) is not None:
         end_line = f"-----END {m.group(1)}-----"
         end = text.find(end_line, m.end())
-        if end >= 0:
-            stop = end + len(end_line)
-        else:
-            stop = _PEM_BODY.match(text, m.end()).end()
+        body = _PEM_BODY.match(text, m.end())  # always matches, possibly empty
+        stop = end + len(end_line) if end >= 0 else (body.end() if body else m.end())
         yield m.start(), stop, "private-key"
         pos = stop
 
@@ -268,10 +269,10 @@ class Rules:
     """
 
     def __init__(self, rules: tuple[Rule, ...] = BUILTIN_RULES, *, extra: tuple[tuple[str, str], ...] = (),
-                 allow: frozenset[str] = frozenset(), enabled: bool = True) -> None:
+                 allow: frozenset[str] = frozenset()) -> None:
         self.extra = extra  # (kind, regex) from config, for the fingerprint
         self.allow = allow
-        self.enabled = enabled
+        self.builtin = rules == BUILTIN_RULES
         configured = tuple(Rule(kind, regex, _re2_finder(kind, re2.compile(regex))) for kind, regex in extra)
         self.rules = rules + configured
         self._set = None
@@ -285,7 +286,7 @@ class Rules:
     @property
     def fingerprint(self) -> str:
         """Changes whenever what would be redacted may change; stored in the index."""
-        doc = orjson.dumps({"version": RULES_VERSION, "enabled": self.enabled, "extra": self.extra,
+        doc = orjson.dumps({"version": RULES_VERSION, "builtin": self.builtin, "extra": self.extra,
                             "allow": sorted(self.allow)})
         return hashlib.blake2b(doc, digest_size=12).hexdigest()
 
@@ -301,7 +302,8 @@ class Rules:
 
 
 DEFAULT_RULES = Rules()
-NO_RULES = Rules((), enabled=False)
+# Nothing redacted: `piwatch read --unredacted` (trusted local CLI) and the bench's baseline.
+NO_RULES = Rules(())
 
 _KIND = re.compile(r"^[a-z0-9][a-z0-9\-]{0,39}$")
 
@@ -319,9 +321,9 @@ def rules_from_config(section: Any) -> Rules:
         return DEFAULT_RULES
     if not isinstance(section, Mapping):
         raise RulesError("[redact] must be a table")
-    unknown = set(section) - {"allow", "patterns", "enabled"}
+    unknown = set(section) - {"allow", "patterns"}
     if unknown:
-        raise RulesError(f"[redact] has unknown keys: {', '.join(sorted(unknown))} (known: allow, patterns, enabled)")
+        raise RulesError(f"[redact] has unknown keys: {', '.join(sorted(unknown))} (known: allow, patterns)")
     allow = section.get("allow", [])
     if not isinstance(allow, list) or not all(isinstance(v, str) and v for v in allow):
         raise RulesError("redact.allow must be a list of non-empty strings")
@@ -342,10 +344,7 @@ def rules_from_config(section: Any) -> Rules:
         if compiled.search("") is not None:
             raise RulesError(f"redact pattern {name!r} matches the empty string")
         extra.append((name, regex))
-    enabled = section.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise RulesError("redact.enabled must be true or false")
-    return Rules(BUILTIN_RULES if enabled else (), extra=tuple(extra), allow=frozenset(allow), enabled=enabled)
+    return Rules(BUILTIN_RULES, extra=tuple(extra), allow=frozenset(allow))
 
 
 def _spans(text: str, rules: Rules) -> list[Span]:
@@ -384,3 +383,35 @@ def redact(text: str, rules: Rules = DEFAULT_RULES) -> tuple[str, dict[str, int]
         pos = end
     parts.append(text[pos:])
     return "".join(parts), counts
+
+
+REDACTED_REASON = "secrets replaced by [redacted: <kind>] markers"
+
+
+def redaction_note(field_name: str, counts: Mapping[str, int]) -> dict[str, Any]:
+    """The entry a read or trace lists under `omitted` for a redacted field: kinds and counts, never values."""
+    return {"field": field_name, "kind": "redacted", "counts": dict(sorted(counts.items())), "reason": REDACTED_REASON}
+
+
+def redact_payload(value: Any, rules: Rules = DEFAULT_RULES, path: str = "") -> tuple[Any, list[dict[str, Any]]]:
+    """Redact every string inside a response (dicts, lists), reporting each changed field.
+
+    The last line of defence for read and trace output: whatever a field
+    carries (meta copied from the source, labels, previews), no secret leaves
+    in it. Already-redacted text passes unchanged (markers never match).
+    """
+    notes: list[dict[str, Any]] = []
+
+    def walk(v: Any, where: str) -> Any:
+        if isinstance(v, str):
+            out, counts = redact(v, rules)
+            if counts:
+                notes.append(redaction_note(where, counts))
+            return out
+        if isinstance(v, dict):
+            return {k: walk(item, f"{where}.{k}" if where else str(k)) for k, item in v.items()}
+        if isinstance(v, list):
+            return [walk(item, f"{where}[{i}]") for i, item in enumerate(v)]
+        return v
+
+    return walk(value, path), notes

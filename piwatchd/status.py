@@ -20,6 +20,7 @@ import orjson
 from piwatch import wire
 
 from .index.query import roots_clause
+from .index.redaction import index_rules, redaction_totals
 
 __all__ = ["collect_status", "read_service_state", "service_status", "STATES"]
 
@@ -151,5 +152,15 @@ def collect_status(
         events=events,
         bytes=wire.BytesStatus(files=file_bytes, ingested=consumed_bytes, backlog=max(0, file_bytes - consumed_bytes)),
         diagnostics=wire.DiagnosticsStatus(by_code=diag_by_code, recent=recent),
+        redactions=_redactions(conn, roots),
         service=_recorded_service(conn),
     )
+
+
+def _redactions(conn: sqlite3.Connection, roots: tuple[str, ...] | None) -> wire.RedactionStatus:
+    """Counts by kind, never values: over the whole index, or the sessions under `roots`."""
+    rules = index_rules(conn)
+    where, params = ("1", []) if roots is None else roots_clause("s.cwd_real", roots)
+    by_kind = redaction_totals(conn, where, params)
+    return wire.RedactionStatus(total=sum(by_kind.values()), by_kind=by_kind, rules=rules.fingerprint,
+                                extra_patterns=[name for name, _ in rules.extra], allowlisted=len(rules.allow))

@@ -56,6 +56,7 @@ __all__ = [
     "Omitted",
     "ReadArgs",
     "ReadResult",
+    "RedactionStatus",
     "ReindexArgs",
     "ReindexResult",
     "Relationship",
@@ -225,6 +226,8 @@ class ReadArgs(_Strict):
     before: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
     after: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
     order: Literal["append", "branch"] = "append"
+    # Secrets as recorded instead of [redacted: kind] markers: only for caller all (the local CLI).
+    unredacted: bool = False
 
 
 class TraceArgs(_Strict):
@@ -361,6 +364,7 @@ class Omitted(Wire):
     reason: str
     mime_type: str | None = None
     base64_chars: int | None = None
+    counts: dict[str, int] | None = None  # kind "redacted": secrets replaced, by kind (never values)
 
 
 class Alternative(Wire):
@@ -417,6 +421,7 @@ class ReadResult(Wire):
     omitted: list[Omitted] | None = None
     fragment: FragmentWindow | None = None
     neighbours: Neighbours | None = None
+    unredacted: bool = False  # true only when the caller asked for secrets as recorded
 
 
 # -- results: trace ----------------------------------------------------------------
@@ -461,6 +466,7 @@ class TraceResult(Wire):
     toward_leaf: TowardLeaf | None
     toward_leaf_known: bool
     relationships: list[Relationship]
+    omitted: list[Omitted] | None = None  # fields whose secrets were redacted
 
 
 # -- results: sessions, reindex ------------------------------------------------------
@@ -581,6 +587,16 @@ class IndexProgress(Wire):
     files_total: int
 
 
+class RedactionStatus(Wire):
+    """Secrets redacted from the indexed text, by kind (never values), and the rules in force."""
+
+    total: int
+    by_kind: dict[str, int]
+    rules: str  # fingerprint of the built-in rules version + [redact] config
+    extra_patterns: list[str]
+    allowlisted: int
+
+
 class StatusResult(Wire):
     """What `status` shows. A workspace caller sees only its own sessions'
     counts and problems; `all` (the local CLI) sees the whole index."""
@@ -595,6 +611,7 @@ class StatusResult(Wire):
     fragments: int | None = None
     bytes: BytesStatus | None = None
     diagnostics: DiagnosticsStatus | None = None
+    redactions: RedactionStatus | None = None
     service: ServiceStatus | None = None
     catch_up: IndexProgress | None = None
     running: bool = False  # set by the CLI: a daemon answered

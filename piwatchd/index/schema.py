@@ -2,7 +2,9 @@
 
 The index is a disposable read model of the Pi session files, so a schema
 change never migrates rows: when `PRAGMA user_version` differs from
-`SCHEMA_VERSION` the tables are dropped and every source is re-read.
+`SCHEMA_VERSION`, or the redaction rules' fingerprint differs from the one
+recorded in `index_meta` (`piwatchd.index.redaction`), the tables are dropped
+and every source is re-read.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ..redact import Rules
+from .redaction import record_rules, stored_fingerprint
+
 __all__ = ["SCHEMA_VERSION", "open_writer", "open_reader", "ensure_schema", "SchemaMismatch"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _TABLES = (
     "fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships", "service_state",
-    "file_evidence", "tree_facts",
+    "file_evidence", "tree_facts", "index_meta",
 )
 
 _SCHEMA = """
@@ -68,7 +73,8 @@ CREATE TABLE sessions (
     leaf_id           TEXT,   -- the materialized leaf: last appended entry
     entry_count       INTEGER NOT NULL DEFAULT 0,
     first_ms          INTEGER,
-    last_ms           INTEGER
+    last_ms           INTEGER,
+    redactions        TEXT    -- JSON {kind: count} of secrets redacted from this session's text
 );
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
 CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
@@ -176,6 +182,12 @@ END;
 
 -- What the live service reports about itself (files known, backlog, last
 -- scan, per-file errors), so `piwatch status` can read it with no daemon link.
+-- Facts about the index itself: the redaction rules it was built with.
+CREATE TABLE index_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL       -- JSON
+);
+
 CREATE TABLE service_state (
     key        TEXT PRIMARY KEY,
     value      TEXT NOT NULL,   -- JSON
@@ -193,21 +205,36 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA temp_store = MEMORY")
 
 
-def ensure_schema(conn: sqlite3.Connection) -> bool:
-    """Create or recreate the schema. Returns True when the index was (re)built empty."""
+def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> bool:
+    """Create or recreate the schema. Returns True when the index was (re)built empty.
+
+    `rules`: the redaction rules in force (None: from the config file).
+    """
+    if rules is None:
+        from ..config import load_settings  # the config module reads files; imported only when needed
+
+        rules = load_settings().redact_rules
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == SCHEMA_VERSION:
+    if version == SCHEMA_VERSION and stored_fingerprint(conn) == rules.fingerprint:
         return False
     drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in _TABLES)
     # One script, one transaction: a crash leaves the old schema or the new.
-    conn.executescript(
-        f"BEGIN IMMEDIATE;{drops}{_SCHEMA};PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
-    )
+    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA};PRAGMA user_version = {SCHEMA_VERSION};")
+    try:
+        record_rules(conn, rules)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return True
 
 
-def open_writer(path: str | Path) -> sqlite3.Connection:
-    """The one write connection; owned by exactly one thread."""
+def open_writer(path: str | Path, rules: Rules | None = None) -> sqlite3.Connection:
+    """The one write connection; owned by exactly one thread.
+
+    `rules`: the redaction rules to build with (None: from the config file);
+    an index built with other rules is rebuilt.
+    """
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0)
     _configure(conn)
@@ -220,7 +247,7 @@ def open_writer(path: str | Path) -> sqlite3.Connection:
     # Checkpoint the WAL every ~80 MB instead of every 4 MB: FTS segment pages
     # rewritten by consecutive batches are then copied back once, not each time.
     conn.execute("PRAGMA wal_autocheckpoint = 20000")
-    ensure_schema(conn)
+    ensure_schema(conn, rules)
     # Merge FTS segments 16 at a time while ingesting (the default 4 redoes
     # merges often: ~25% of a cold index); the daemon merges fully when idle.
     conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('automerge', 16)")

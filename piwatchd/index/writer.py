@@ -21,6 +21,7 @@ import orjson
 from ..model import Diagnostic, Event, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
+from .redaction import add_counts
 
 __all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
 
@@ -265,8 +266,11 @@ class IndexWriter:
         last_ms: int | None = None
         name: str | None = None
         frag_rows: list[tuple] = []
+        redactions: dict[str, int] = {}
         for ev in events:
             last = ev
+            for kind, n in ev.redactions:
+                redactions[kind] = redactions.get(kind, 0) + n
             if ev.timestamp_ms is not None:
                 first_ms = ev.timestamp_ms if first_ms is None else min(first_ms, ev.timestamp_ms)
                 last_ms = ev.timestamp_ms if last_ms is None else max(last_ms, ev.timestamp_ms)
@@ -329,6 +333,7 @@ class IndexWriter:
                 " name=CASE WHEN ? IS NULL THEN name WHEN ? = '' THEN NULL ELSE ? END WHERE session_id=?",
                 (last.entry_id, inserted, first_ms, first_ms, last_ms, last_ms, name, name, name, session_id),
             )
+        add_counts(conn, session_id, redactions)
         return diagnostics
 
     def _insert_fragments(self, rows: list[tuple]) -> None:

@@ -7,6 +7,11 @@ missing source is reported, and no content is served from the index in its
 place. Private reasoning, images, signatures and tool `details` are left out
 and listed under `omitted`; long fragments come as a bounded preview plus a
 locator, and `fragmentId` + `offset` + `length` pages through one of them.
+
+Texts come from the indexing projection (`piwatchd.project`, unbounded), so
+a read redacts secrets exactly as the index did; each redacted field is
+listed under `omitted` with counts by kind. `unredacted: true` (the trusted
+local CLI only; the API refuses it for workspace callers) turns that off.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import Any
 from ..catalog import session_row
 from ..index.tree_store import DbTreeView
 from ..model import Entry
-from ..project import normalize_arguments, project_entry
+from ..index.redaction import index_rules
+from ..project import project_entry
+from ..redact import NO_RULES, redact_payload, redaction_note
 from ..source.lines import RawLine, decode_line
 from ..source.parser import line_fingerprint
 from ..tree import branch_after, branch_before
@@ -28,7 +35,6 @@ __all__ = [
     "OpError",
     "event_read",
     "read_source_line",
-    "full_fragment_texts",
     "node_summary",
     "node_summaries",
     "PREVIEW_CHARS",
@@ -107,49 +113,6 @@ def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> t
             " truncated); no content is served from the index instead: re-index and read again",
         )
     return "verified", line, None
-
-
-def _text_blocks(content: Any) -> list[tuple[int, str]]:
-    if isinstance(content, str):
-        return [(0, content)]
-    out = []
-    for i, block in enumerate(content if isinstance(content, list) else []):
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            out.append((i, block["text"]))
-    return out
-
-
-def full_fragment_texts(data: dict[str, Any]) -> dict[str, str]:
-    """Unbounded text of every fragment id `piwatchd.project` gives this entry."""
-    out: dict[str, str] = {}
-    etype = data.get("type")
-    if etype == "message" and isinstance(data.get("message"), dict):
-        msg = data["message"]
-        role = msg.get("role")
-        if role == "user":
-            out.update({f"text.{i}": t for i, t in _text_blocks(msg.get("content"))})
-        elif role == "assistant":
-            for i, block in enumerate(msg.get("content") if isinstance(msg.get("content"), list) else []):
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "text" and isinstance(block.get("text"), str):
-                    out[f"text.{i}"] = block["text"]
-                elif block.get("type") == "toolCall":
-                    out[f"call.{i}"] = normalize_arguments(block.get("arguments"))
-        elif role == "toolResult":
-            out["result"] = "\n".join(t for _, t in _text_blocks(msg.get("content")))
-        elif role == "bashExecution":
-            out["command"] = msg.get("command") if isinstance(msg.get("command"), str) else ""
-            out["output"] = msg.get("output") if isinstance(msg.get("output"), str) else ""
-        elif role in ("custom", "hookMessage"):
-            out["custom"] = "\n".join(t for _, t in _text_blocks(msg.get("content")))
-    elif etype == "custom_message":
-        out["custom"] = "\n".join(t for _, t in _text_blocks(data.get("content")))
-    elif etype in ("compaction", "branch_summary"):
-        out["summary"] = summary if isinstance(summary := data.get("summary"), str) else ""
-    elif etype == "session_info" and isinstance(data.get("name"), str):
-        out["name"] = " ".join(data["name"].split())
-    return out
 
 
 def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -302,11 +265,15 @@ def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]
         data = decoded.value if isinstance(decoded.value, dict) else {}
         entry = Entry(eid, row["parentId"], row["type"], row["ordinal"], row["byteOffset"], row["byteLength"],
                       row["fingerprint"], data, row["idRecorded"])
-        fragments = project_entry(sid, entry).fragments
-        texts = full_fragment_texts(data)
+        rules = NO_RULES if args.get("unredacted") is True else index_rules(conn)
+        fragments = project_entry(sid, entry, rules, bounded=False).fragments
+        texts = {f.fragment_id: f.text for f in fragments}
         content = []
+        redacted = []
         for f in fragments:
-            full = texts.get(f.fragment_id, f.display_text())
+            full = f.text
+            if f.redactions:
+                redacted.append(redaction_note(f"content.{f.fragment_id}", dict(f.redactions)))
             item: dict[str, Any] = {
                 "fragmentId": f.fragment_id,
                 "kind": f.kind.value,
@@ -321,13 +288,19 @@ def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]
                 item["locator"] = locator
             content.append(item)
         result["content"] = content
-        result["omitted"] = omitted_fields(data)
+        result["omitted"] = omitted_fields(data) + redacted
         if args.get("fragmentId") is not None:
             result["fragment"] = _window(args, texts, {f.fragment_id: f for f in fragments}, locator)
     elif args.get("fragmentId") is not None:
         raise OpError("not-found", f"cannot read fragment {args['fragmentId']!r}: {detail}")
     if before or after:
         result["neighbours"] = _neighbours(conn, view, eid, order, before, after)
+    if args.get("unredacted") is True:
+        result["unredacted"] = True
+        return result
+    # Every other field (meta, previews, paths) through the same rules; nothing silent.
+    result, notes = redact_payload(result, index_rules(conn))
+    result.setdefault("omitted", []).extend(notes)
     return result
 
 
@@ -335,7 +308,7 @@ def _window(args: dict[str, Any], texts: dict[str, str], fragments: dict, locato
     fid = args["fragmentId"]
     if not isinstance(fid, str) or fid not in fragments:
         raise OpError("not-found", f"no fragment {fid!r} in this event (fragments: {', '.join(fragments) or 'none'})")
-    text = texts.get(fid, fragments[fid].display_text())
+    text = texts[fid]
     offset = _int_arg(args, "offset", 0, 0, max(len(text), 0))
     length = _int_arg(args, "length", WINDOW_DEFAULT, 1, WINDOW_MAX)
     piece = text[offset : offset + length]

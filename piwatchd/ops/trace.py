@@ -3,7 +3,8 @@
 Parent and children come from recorded `parentId`s; siblings are derived
 (they share a parent). Every relationship says whether the source records it
 or it is derived. Nodes carry bounded metadata and a small preview from the
-index, never content: `event_read` is for content.
+index, never content: `event_read` is for content. Every string goes through
+the index's redaction rules; a change is listed under `omitted`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 import orjson
 
 from ..catalog import child_sessions, session_by_path, session_row
+from ..index.redaction import index_rules
 from ..index.tree_store import DbTreeView, materialized_leaf_of
+from ..redact import redact_payload
 from ..tree import local_trace
 from .read import OpError, identity, node_summaries, node_summary, source_of
 
@@ -144,7 +147,7 @@ def event_trace(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any
     direction = None
     if toward is not None:
         direction = "parent" if parent is not None and toward.entry_id == parent.entry_id else "child"
-    return {
+    return _redacted(conn, {
         "sessionId": sid,
         "entryId": eid,
         "node": node_summary(conn, view, eid),
@@ -161,4 +164,12 @@ def event_trace(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any
         else {"entryId": toward.entry_id, "via": direction},
         "towardLeafKnown": local["towardLeafKnown"],
         "relationships": _edges(conn, view, sid, eid),
-    }
+    })
+
+
+def _redacted(conn: sqlite3.Connection, result: dict[str, Any]) -> dict[str, Any]:
+    """Previews and labels through the index's redaction rules; each change listed under `omitted`."""
+    result, notes = redact_payload(result, index_rules(conn))
+    if notes:
+        result["omitted"] = notes
+    return result

@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--after", type=int, default=0, help="neighbours after the event (0-50)")
     p.add_argument("--order", choices=("append", "branch"), default="append",
                    help="neighbour order: append (file order) or branch (the conversation path)")
+    p.add_argument("--unredacted", action="store_true",
+                   help="show secrets instead of [redacted: kind] markers (needs --all: your own files, never a model)")
     add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -29,6 +31,8 @@ def add_parser(sub) -> None:
 def read_args(ns: argparse.Namespace) -> dict[str, Any]:
     args: dict[str, Any] = {"sessionId": ns.session, "entryId": ns.entry, "order": ns.order,
                             "before": ns.before, "after": ns.after}
+    if ns.unredacted:
+        args["unredacted"] = True
     if ns.fragment is not None:
         args["fragmentId"] = ns.fragment
         if ns.offset is not None:
@@ -75,7 +79,8 @@ def print_read(r: dict[str, Any], out) -> None:
             if c["truncated"]:
                 print(f"-- truncated: --fragment {c['fragmentId']} --offset {c['next']['offset']}", file=out)
     for o in r.get("omitted", []):
-        print(f"(omitted {o['field']}: {o['reason']})", file=out)
+        counts = ", ".join(f"{k} x{n}" for k, n in (o.get("counts") or {}).items())
+        print(f"(omitted {o['field']}: {o['reason']}{f': {counts}' if counts else ''})", file=out)
     if nb:
         if nb["after"] or nb.get("stoppedAtFork") or nb.get("alternatives"):
             print(f"-- after ({nb['order']} order)", file=out)

@@ -87,6 +87,11 @@ def format_status(st: StatusResult) -> str:
             out.append(f"  {verb} {d.path} @ byte {d.byte_offset}: {d.message}")
     elif diag is not None:
         out.append("lines      none skipped or repaired")
+    red = st.redactions
+    if red is not None:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in red.by_kind.items())
+        extra = f"; extra patterns: {', '.join(red.extra_patterns)}" if red.extra_patterns else ""
+        out.append(f"redacted   {red.total} secrets{f' ({kinds})' if kinds else ''}{extra}")
     return "\n".join(out)
 
 
