@@ -47,9 +47,9 @@ import re2
 
 __all__ = [
     "BUILTIN_RULES",
-    "REDACTED_REASON",
     "DEFAULT_RULES",
     "NO_RULES",
+    "REDACTED_REASON",
     "RULES_VERSION",
     "Rule",
     "Rules",

@@ -8,7 +8,7 @@ through redaction unchanged and stay searchable.
 
 from __future__ import annotations
 
-__all__ = ["PLANTED", "LOOKALIKES", "PEM_BLOCK", "OPENSSH_BLOCK", "JWT"]
+__all__ = ["JWT", "LOOKALIKES", "OPENSSH_BLOCK", "PEM_BLOCK", "PLANTED"]
 
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJwbGFudGVkLXVzZXIiLCJpYXQiOjE3MTYyMzkwMjJ9"
        ".Xb7nqK2vT9cWm3LpR8sYd4FhG6jA1eZuN5oQwE0iBtU")
