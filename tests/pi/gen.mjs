@@ -8,6 +8,11 @@
 //   node gen.mjs append    --file PATH --pi VERSION --count N --marker M [--interval-ms MS]
 //   node gen.mjs migrate   --file PATH --pi VERSION
 //   node gen.mjs oracle    --file PATH --pi VERSION
+//   node gen.mjs texts     --out DIR --pi VERSION --spec FILE
+//     FILE: {"sessions": [{"cwd": "/work/proj", "items": [{"role": "user"|"assistant"|"tool"|"bash", "text": "...",
+//            "command": "..." (bash), "tool": "bash" (tool: an assistant call + its result), "args": {...} (tool)}]}]}
+//     Writes each item as Pi would (user / assistant text / tool call + toolResult / bashExecution);
+//     the manifest lists each file with the entry id of every item (tool items: the result's id).
 // --out DIR is used as Pi's agent directory (PI_CODING_AGENT_DIR): sessions land in
 // DIR/sessions/--<encoded cwd>--/<timestamp>_<sessionId>.jsonl, chosen by Pi itself.
 // B accepts suffixes k/M/G (powers of 1000), e.g. 200M.
@@ -1778,7 +1783,38 @@ async function runOracle(pi, opts) {
 
 // ----------------------------------------------------------------------------------------------
 
-const MODES = { scenarios: runScenarios, random: runRandom, corpus: runCorpus, append: runAppend, migrate: runMigrate, oracle: runOracle };
+// ----------------------------------------------------------------------------------------------
+// texts (given texts, written by Pi's SessionManager: e.g. planted secrets for redaction tests)
+// ----------------------------------------------------------------------------------------------
+
+async function runTexts(pi, opts) {
+	const outDir = path.resolve(need(opts, "out"));
+	const spec = JSON.parse(fs.readFileSync(need(opts, "spec"), "utf8"));
+	const clock = new Clock(Date.UTC(2026, 1, 1, 9, 0, 0));
+	const files = [];
+	for (const session of spec.sessions) {
+		const sm = pi.SessionManager.create(session.cwd);
+		const ids = [];
+		for (const item of session.items) {
+			if (item.role === "user") ids.push(sm.appendMessage(Msg.user(item.text, clock.next())));
+			else if (item.role === "assistant") ids.push(sm.appendMessage(Msg.assistant([Msg.text(item.text)], clock.next())));
+			else if (item.role === "bash") ids.push(sm.appendMessage(Msg.bash(item.command ?? "env", item.text, clock.next())));
+			else if (item.role === "tool") {
+				const call = Msg.toolCall(toolId(), item.tool ?? "bash", item.args ?? { command: "cat .env" });
+				sm.appendMessage(Msg.assistant([call], clock.next()));
+				ids.push(sm.appendMessage(Msg.toolResult(call, item.text, clock.next())));
+			} else throw new UsageError(`texts: unknown role ${item.role}`);
+		}
+		// A session is written once it has an assistant message; make sure every one is on disk.
+		if (!session.items.some((i) => i.role !== "user")) sm.appendMessage(Msg.assistant([Msg.text("ok")], clock.next()));
+		const file = sm.getSessionFile();
+		if (!fs.existsSync(file)) throw new Error(`texts session was not flushed (${file})`);
+		files.push({ path: file, sessionId: sm.getSessionId(), cwd: session.cwd, entryIds: ids });
+	}
+	return { mode: "texts", piVersion: pi.version, outDir, sessionsDir: path.join(outDir, "sessions"), files };
+}
+
+const MODES = { texts: runTexts, scenarios: runScenarios, random: runRandom, corpus: runCorpus, append: runAppend, migrate: runMigrate, oracle: runOracle };
 
 async function main() {
 	const { mode, opts } = parseArgs(process.argv.slice(2));

@@ -271,3 +271,12 @@ if __name__ == "__main__":  # python tests/pi/pitools.py scenarios --out /tmp/x 
         sys.stdout.write("\n")
     else:
         print(ensure_installed())
+
+
+def texts(out: os.PathLike | str, pi: str, spec: dict, *, timeout: float = 300) -> dict:
+    """Sessions holding the given texts, written by Pi (gen.mjs `texts` mode); see gen.mjs for the spec."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path = out / "texts-spec.json"
+    spec_path.write_text(json.dumps(spec))
+    return run_gen(["texts", "--out", str(out), "--pi", pi, "--spec", str(spec_path)], timeout)
