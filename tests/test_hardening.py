@@ -151,10 +151,10 @@ def test_an_unexpected_error_is_recorded_against_its_file(index_dir, monkeypatch
     bad = index_dir.write("bad.jsonl", session("s-bad") + jsonl(msg("s-bad-b", "s-bad-a", "user", "boom")))
     real = ingest.project_contained
 
-    def explode(sid, result):
+    def explode(sid, result, *rules):
         if sid == "s-bad":
             raise KeyError("simulated")
-        return real(sid, result)
+        return real(sid, result, *rules)
 
     monkeypatch.setattr(ingest, "project_contained", explode)
     summary = index_dir.index()

@@ -14,10 +14,10 @@ import json
 import re
 
 import pytest
+from piwatch.client import RequestFailed
 from redact_cases import LOOKALIKES, PLANTED
 from test_daemon import World, wait_for
 
-from piwatch.client import RequestFailed
 from piwatchd.redact import marker, redact
 
 pitools = pytest.importorskip("pi.pitools")
@@ -173,7 +173,7 @@ def test_unredacted_is_for_the_local_all_caller_only(planted):
 
 def test_changed_rules_rebuild_the_index(planted):
     """Allowlisting a value and adding a pattern in config.toml: after a restart the index is rebuilt with them."""
-    world, file = planted
+    world, _ = planted
     allowed = PLANTED[3][2]  # AWS access key id
     world.stop()
     config = world.env["PIWATCH_CONFIG"]
