@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..catalog import session_row
+from ..index.redaction import index_rules
 from ..index.tree_store import DbTreeView
 from ..model import Entry
-from ..index.redaction import index_rules
 from ..project import project_entry
 from ..redact import NO_RULES, redact_payload, redaction_note
 from ..source.lines import RawLine, decode_line
