@@ -51,10 +51,19 @@ def parse_bytes(text: str) -> int:
     return int(float(text[:-1] if text[-1] in "kKMG" else text) * mult)
 
 
-def corpus(nbytes: int, seed: int) -> tuple[Path, dict]:
+# Corpus shapes: few large sessions (up to 2,000 entries each), or many small
+# ones over 30 projects, the way real histories look (1 GB -> ~4,800 files).
+SHAPES = {
+    "few-large": [],
+    "many-small": ["--max-entries", "300", "--projects", "30"],
+}
+
+
+def corpus(nbytes: int, seed: int, shape: str = "few-large") -> tuple[Path, dict]:
     import pitools
 
-    out = CACHE / f"corpus-{nbytes}-{seed}"
+    suffix = "" if shape == "few-large" else f"-{shape}"
+    out = CACHE / f"corpus-{nbytes}-{seed}{suffix}"
     manifest = out / "manifest.json"
     if manifest.exists():
         return out, json.loads(manifest.read_text())
@@ -62,7 +71,8 @@ def corpus(nbytes: int, seed: int) -> tuple[Path, dict]:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     t = time.monotonic()
-    m = pitools.run_gen(["corpus", "--out", str(out), "--pi", "1.6.0", "--bytes", str(nbytes), "--seed", str(seed)],
+    m = pitools.run_gen(["corpus", "--out", str(out), "--pi", "1.6.0", "--bytes", str(nbytes), "--seed", str(seed),
+                        *SHAPES[shape]],
                         timeout=7200)
     m["generatedSeconds"] = round(time.monotonic() - t, 1)
     manifest.write_text(json.dumps(m))

@@ -30,7 +30,7 @@ from .auth import CallerScope, ScopeError, is_under, resolve_scope
 from .catalog import list_sessions
 from .commits import CommitSignal
 from .index.query import QueryError, SearchFilters, SearchRequest, roots_clause
-from .index.schema import SchemaMismatch, open_reader
+from .index.schema import SchemaMismatch, open_reader, searchable_bytes
 from .index.search import QueryTimeout, search, time_limit
 from .ops.read import OpError, event_read
 from .ops.trace import event_trace
@@ -271,9 +271,10 @@ class Api:
 
     @staticmethod
     def _caught_up(conn: sqlite3.Connection, path: str) -> bool:
-        row = conn.execute("SELECT consumed FROM sources WHERE path=?", (path,)).fetchone()
-        size, done = file_progress(path, row[0] if row else 0)
-        return size is None or (row is not None and done)
+        # Searchable, not just ingested: the text index may commit a moment later.
+        searchable = searchable_bytes(conn, path)
+        size, done = file_progress(path, searchable or 0)
+        return size is None or (searchable is not None and done)
 
     def _event_op(self, op: Callable[[sqlite3.Connection, Any], dict[str, Any]], a: Any, req: _Request, slot: Slot) -> dict:
         vis = req.vis

@@ -47,6 +47,8 @@ class Settings:
     # the whole root (say a monorepo), ahead of its Git worktree root.
     workspace_roots: tuple[str, ...] = field(default_factory=tuple)
     redact_rules: Rules = DEFAULT_RULES
+    # The text engine: "tantivy" (default) or "fts5"; changing it rebuilds the index.
+    engine: str = "tantivy"
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -71,9 +73,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         rules = rules_from_config(data.get("redact"))
     except RulesError as exc:
         raise SystemExit(f"piwatch: config {path}: {exc}") from exc
+    engine = env.get("PIWATCH_ENGINE") or data.get("engine") or "tantivy"
+    if engine not in ("tantivy", "fts5"):
+        raise SystemExit(f"piwatch: config {path}: engine must be \"tantivy\" or \"fts5\", not {engine!r}")
     return Settings(
         Path(db).expanduser(),
         tuple(os.path.expanduser(p) for p in extra),
         tuple(r for r in roots if os.path.isabs(r)),
         rules,
+        engine,
     )

@@ -123,7 +123,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
         instance_lock.close()
         return 1
     # Create or migrate the schema before readers can connect.
-    open_writer(db_path).close()
+    open_writer(db_path, engine=settings.engine).close()
     stop = stop or threading.Event()
     dirty = dirty or DirtySet()
     watcher = Watcher(roots, dirty)
@@ -134,6 +134,7 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None)
             settle=ns.settle,
             max_latency=max(ns.max_latency, ns.settle),
             scan_interval=ns.scan_interval,
+            engine=settings.engine,
         ),
         dirty,
         watch_status=watcher.status,

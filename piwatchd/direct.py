@@ -38,10 +38,12 @@ def index_once(
     else:
         roots = [r.path for r in discover_roots(extra=settings.extra_session_dirs)]
     db_path = prepare_index_path(resolve_db(db))
-    conn = open_writer(db_path)
+    conn = open_writer(db_path, engine=settings.engine)
+    writer = IndexWriter(conn)
     try:
-        summary = reconcile(IndexWriter(conn), roots, progress=progress)
+        writer.repay_text_debt()
+        summary = reconcile(writer, roots, progress=progress)
         conn.execute("PRAGMA optimize")
     finally:
-        conn.close()
+        writer.close()  # commits the text index
     return {"db": str(db_path), "roots": roots, **summary.as_dict()}

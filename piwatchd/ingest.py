@@ -286,7 +286,9 @@ class Ingestor:
             # a session still being written.
             raise UnsupportedSource("no Pi session header in the file's complete lines")
         w.record_diagnostics(source_id, outcome.diagnostics)
-        tree.finish()
+        update = tree.finish()
+        if update is not None and update.changed:
+            w.states_changed(update.session_id, update.changed)
         outcome.bytes_read = consumed - start
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"

@@ -58,6 +58,7 @@ class ServiceConfig:
     gone_recheck_delay: float = 0.1
     state_interval: float = 1.0  # how often progress is written while busy
     heartbeat_interval: float = 5.0
+    engine: str = "tantivy"  # text engine: tantivy | fts5
 
 
 @dataclass(slots=True)
@@ -176,7 +177,7 @@ class Service:
 
     def _run(self) -> None:
         try:
-            conn = open_writer(self.config.db_path)
+            conn = open_writer(self.config.db_path, engine=self.config.engine)
         except BaseException as exc:  # noqa: BLE001 - surfaced by the daemon's lifecycle loop
             self.failed = exc
             log.error("cannot open index %s: %s", self.config.db_path, exc)
@@ -188,6 +189,9 @@ class Service:
         )
         self.ready.set()
         try:
+            # Sessions whose text documents may lag their rows (a crash between
+            # the two commits) are re-fed before anything else.
+            self.writer.repay_text_debt()
             self._remember_root_devices()
             self._scan("start-up", verify_all=True)
             next_scan = self._clock() + self.config.scan_interval
@@ -234,7 +238,7 @@ class Service:
                 conn.execute("PRAGMA optimize")
             except Exception:  # noqa: BLE001, S110 - best effort while stopping; the index stays valid without it
                 pass
-            conn.close()
+            self.writer.close()
 
     # -- FTS segment merging -------------------------------------------------------
 
@@ -245,7 +249,7 @@ class Service:
         index); once the backlog is gone, idle time merges the segments so
         queries touch few of them. Returns True while there is more to merge.
         """
-        if self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
+        if self.writer.engine != "fts5" or self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
             return False
         conn = self.writer.conn
         before = conn.total_changes
@@ -290,6 +294,9 @@ class Service:
                     self.dirty.mark(path)
             self._stop.wait(0.5)
             return
+        # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL.
+        if self.writer.flush_text(idle=not self._backlog):
+            self.commits.notify()  # what waiters wait for is searchable now
         self.progress.batches += 1
         self.progress.phase = "idle"
 

@@ -1,4 +1,4 @@
-"""The two-phase search plan returns exactly what ranking every match does."""
+"""FTS5 engine: the two-phase search plan returns exactly what ranking every match does."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ WORDS = ["alpha", "beta", "gamma", "delta", "error", "function", "return", "valu
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PIWATCH_ENGINE", "fts5")  # these plans are the FTS5 provider's
     rnd = random.Random(7)
     root = tmp_path_factory.mktemp("plans") / "sessions"
     for s in range(12):
@@ -36,6 +38,7 @@ def corpus(tmp_path_factory):
     conn = open_reader(db)
     yield conn
     conn.close()
+    mp.undo()
 
 
 def full_plan(conn, request):

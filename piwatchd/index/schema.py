@@ -15,13 +15,19 @@ from pathlib import Path
 from ..redact import Rules
 from .redaction import record_rules, stored_fingerprint
 
-__all__ = ["SCHEMA_VERSION", "open_writer", "open_reader", "ensure_schema", "SchemaMismatch"]
+__all__ = [
+    "SCHEMA_VERSION", "ENGINES", "DEFAULT_ENGINE", "open_writer", "open_reader", "ensure_schema", "index_engine",
+    "SchemaMismatch", "searchable_bytes",
+]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
+# Text engines (providers): Tantivy by default; SQLite FTS5 kept, chosen by config `engine = "fts5"`.
+ENGINES = ("tantivy", "fts5")
+DEFAULT_ENGINE = "tantivy"
 
 _TABLES = (
     "fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships", "service_state",
-    "file_evidence", "tree_facts", "index_meta",
+    "file_evidence", "tree_facts", "index_meta", "text_debt",
 )
 
 _SCHEMA = """
@@ -79,8 +85,10 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
 CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
 
+-- AUTOINCREMENT: rowids are never reused, so a text-index document of a
+-- deleted event can never name a different event later.
 CREATE TABLE events (
-    event_rowid     INTEGER PRIMARY KEY,
+    event_rowid     INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id      TEXT NOT NULL,
     entry_id        TEXT NOT NULL,
     ordinal         INTEGER NOT NULL,
@@ -104,35 +112,22 @@ CREATE INDEX events_session_ordinal ON events(session_id, ordinal);
 -- Children of an entry, for branch-order reads and traces.
 CREATE INDEX events_session_parent ON events(session_id, parent_id);
 
+-- body/tail/meta hold the text only for the FTS5 engine; with Tantivy the
+-- text is in the text index alone (never stored twice) and reads re-project
+-- it from the source file.
 CREATE TABLE fragments (
-    frag_rowid  INTEGER PRIMARY KEY,
+    frag_rowid  INTEGER PRIMARY KEY AUTOINCREMENT,
     event_rowid INTEGER NOT NULL,
     fragment_id TEXT NOT NULL,
     kind        TEXT NOT NULL,
     tool_name   TEXT,
     call_id     TEXT,
-    body        TEXT NOT NULL,
+    body        TEXT,
     tail        TEXT,
-    meta        TEXT NOT NULL,
+    meta        TEXT,
     full_length INTEGER NOT NULL,
     UNIQUE (event_rowid, fragment_id)
 );
-
--- External content: snippets read the text from `fragments`; head and tail
--- of an oversized fragment are separate columns, so no phrase spans the gap.
--- Rows enter the FTS index from IndexWriter in the same transaction, not by
--- an insert trigger: passing large text through a trigger doubled ingest time.
-CREATE VIRTUAL TABLE fragments_fts USING fts5(
-    body, tail, meta,
-    content='fragments', content_rowid='frag_rowid',
-    tokenize='unicode61 remove_diacritics 2'
-);
--- Meta words (tool name, error, custom type) count less than the text itself.
-INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.25)');
-CREATE TRIGGER fragments_ad AFTER DELETE ON fragments BEGIN
-    INSERT INTO fragments_fts(fragments_fts, rowid, body, tail, meta)
-    VALUES ('delete', old.frag_rowid, old.body, old.tail, old.meta);
-END;
 
 CREATE TABLE relationships (
     session_id  TEXT NOT NULL,
@@ -180,6 +175,13 @@ CREATE TRIGGER sessions_tree_ad AFTER DELETE ON sessions BEGIN
     DELETE FROM tree_facts WHERE session_id = old.session_id;
 END;
 
+-- Sessions whose text-index documents may lag their rows: written in the
+-- same transaction as the rows, cleared once the text index has committed.
+-- At start-up every session listed is re-fed from its source file.
+CREATE TABLE text_debt (
+    session_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+
 -- What the live service reports about itself (files known, backlog, last
 -- scan, per-file errors), so `piwatch status` can read it with no daemon link.
 -- Facts about the index itself: the redaction rules it was built with.
@@ -196,6 +198,48 @@ CREATE TABLE service_state (
 """
 
 
+_FTS5_SCHEMA = """
+-- External content: snippets read the text from `fragments`; head and tail
+-- of an oversized fragment are separate columns, so no phrase spans the gap.
+-- Rows enter the FTS index from IndexWriter in the same transaction, not by
+-- an insert trigger: passing large text through a trigger doubled ingest time.
+CREATE VIRTUAL TABLE fragments_fts USING fts5(
+    body, tail, meta,
+    content='fragments', content_rowid='frag_rowid',
+    tokenize='unicode61 remove_diacritics 2'
+);
+-- Meta words (tool name, error, custom type) count less than the text itself.
+INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.25)');
+CREATE TRIGGER fragments_ad AFTER DELETE ON fragments BEGIN
+    INSERT INTO fragments_fts(fragments_fts, rowid, body, tail, meta)
+    VALUES ('delete', old.frag_rowid, old.body, old.tail, old.meta);
+END;
+"""
+
+
+def searchable_bytes(conn: sqlite3.Connection, path: str) -> int | None:
+    """How much of a source file is searchable: its checkpoint, or 0 while its
+    session still waits for the text index to commit (`text_debt`); None when
+    the file is not indexed."""
+    row = conn.execute(
+        "SELECT consumed, EXISTS (SELECT 1 FROM text_debt d WHERE d.session_id = sources.session_id)"
+        " FROM sources WHERE path=?",
+        (path,),
+    ).fetchone()
+    if row is None:
+        return None
+    return 0 if row[1] else row[0]
+
+
+def index_engine(conn: sqlite3.Connection) -> str | None:
+    """The text engine that built this index (None for an empty or foreign file)."""
+    try:
+        row = conn.execute("SELECT value FROM index_meta WHERE key='engine'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return row[0] if row else None
+
+
 class SchemaMismatch(Exception):
     """A read-only connection found an index built by another schema version."""
 
@@ -205,22 +249,27 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA temp_store = MEMORY")
 
 
-def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> bool:
+def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None, engine: str = DEFAULT_ENGINE) -> bool:
     """Create or recreate the schema. Returns True when the index was (re)built empty.
 
     `rules`: the redaction rules in force (None: from the config file).
+    `engine`: the text engine; a different one rebuilds (the index is disposable).
     """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown text engine {engine!r}: use one of {', '.join(ENGINES)}")
     if rules is None:
         from ..config import load_settings  # the config module reads files; imported only when needed
 
         rules = load_settings().redact_rules
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == SCHEMA_VERSION and stored_fingerprint(conn) == rules.fingerprint:
+    if version == SCHEMA_VERSION and stored_fingerprint(conn) == rules.fingerprint and index_engine(conn) == engine:
         return False
     drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in _TABLES)
+    extra = _FTS5_SCHEMA if engine == "fts5" else ""
     # One script, one transaction: a crash leaves the old schema or the new.
-    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA};PRAGMA user_version = {SCHEMA_VERSION};")
+    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA}{extra};PRAGMA user_version = {SCHEMA_VERSION};")
     try:
+        conn.execute("INSERT INTO index_meta(key, value) VALUES ('engine', ?)", (engine,))
         record_rules(conn, rules)
         conn.execute("COMMIT")
     except BaseException:
@@ -229,7 +278,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> bool:
     return True
 
 
-def open_writer(path: str | Path, rules: Rules | None = None) -> sqlite3.Connection:
+def open_writer(path: str | Path, rules: Rules | None = None, engine: str = DEFAULT_ENGINE) -> sqlite3.Connection:
     """The one write connection; owned by exactly one thread.
 
     `rules`: the redaction rules to build with (None: from the config file);
@@ -247,10 +296,11 @@ def open_writer(path: str | Path, rules: Rules | None = None) -> sqlite3.Connect
     # Checkpoint the WAL every ~80 MB instead of every 4 MB: FTS segment pages
     # rewritten by consecutive batches are then copied back once, not each time.
     conn.execute("PRAGMA wal_autocheckpoint = 20000")
-    ensure_schema(conn, rules)
-    # Merge FTS segments 16 at a time while ingesting (the default 4 redoes
-    # merges often: ~25% of a cold index); the daemon merges fully when idle.
-    conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('automerge', 16)")
+    ensure_schema(conn, rules, engine)
+    if engine == "fts5":
+        # Merge FTS segments 16 at a time while ingesting (the default 4 redoes
+        # merges often: ~25% of a cold index); the daemon merges fully when idle.
+        conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('automerge', 16)")
     return conn
 
 

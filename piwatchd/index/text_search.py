@@ -1,0 +1,139 @@
+"""Search with the Tantivy engine: rank fragments inside the text index (every
+filter applied there), coalesce them into events, count matches and build
+snippets for the page only.
+
+Ranking is exact up to ties: the k best fragments are fetched, and k grows
+until the page's last event scores at least as well as the k-th fragment,
+so no event that belongs on the page can be missing (an event's best
+fragment is always among the fragments scoring above it).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+from ..model import Fragment
+from .query import SearchRequest, Term, build_candidates_sql, parse_query
+from .source_events import project_rows
+from .tantivy_text import TantivyText, text_reader
+
+__all__ = ["ranked_page"]
+
+FIRST_K = 64
+MAX_K = 1 << 20
+SNIPPET_WINDOW = 420
+_OPEN, _CLOSE = "\x02", "\x03"
+
+
+def _sort_key(c: tuple) -> tuple:
+    score, _, row = c
+    ts = row[10]
+    return (score, ts is None, -(ts or 0), row[5], row[7])
+
+
+def _events(conn: sqlite3.Connection, request: SearchRequest, top: list[tuple[float, int, int]]) -> list[tuple]:
+    """Best fragment per event, as (score, fragment_id, candidate row), best first.
+    Scores are negated so that lower is better, as FTS5's rank."""
+    score = {frag: -s for s, frag, _ in top}
+    best: dict[int, tuple] = {}
+    ids = list(score)
+    for start in range(0, len(ids), 20_000):
+        for row in conn.execute(*build_candidates_sql(request.filters, ids[start : start + 20_000])):
+            cand = (score[row[0]], row[1], row)
+            current = best.get(row[4])
+            if current is None or cand[:2] < current[:2]:
+                best[row[4]] = cand
+    return sorted(best.values(), key=_sort_key)
+
+
+def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest, terms: list[Term], need: int) -> list[tuple]:
+    query = text.query(terms, request.filters)
+    k = max(FIRST_K, need * 2)
+    while True:
+        top = text.top(query, k)
+        events = _events(conn, request, top)
+        if len(top) < k or k >= MAX_K:
+            return events[:need]
+        if len(events) >= need and events[need - 1][0] <= -top[-1][0]:
+            return events[:need]
+        k *= 4
+
+
+def _matched_counts(text: TantivyText, request: SearchRequest, terms: list[Term], page: list[tuple]) -> dict[int, int]:
+    event_rowids = [c[2][4] for c in page]
+    query = text.query(terms, request.filters, events=event_rowids)
+    counts: dict[int, int] = {}
+    for _, _, event in text.top(query, 10_000):
+        counts[event] = counts.get(event, 0) + 1
+    return counts
+
+
+def _match_pattern(tokens: set[str]) -> re.Pattern[str]:
+    alts = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
+    # Word boundaries as the analyzer sees them: letters and digits only.
+    return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])", re.IGNORECASE)
+
+
+def _spans(text: TantivyText, body: str, tokens: set[str]) -> list[tuple[int, int]]:
+    matches = list(_match_pattern(tokens).finditer(body)) if tokens else []
+    if body.isascii() or {m.group().lower() for m in matches} >= tokens:
+        return [m.span() for m in matches]
+    # Folded forms (`Café` for `cafe`) need the analyzer itself; bounded text.
+    return [
+        (t.char_offset_from, t.char_offset_to)
+        for t in text.analyzer.pre_tokenize(body).tokens
+        if t.text in tokens
+    ]
+
+
+def _marked(body: str, spans: list[tuple[int, int]]) -> str:
+    first = spans[0][0] if spans else 0
+    lo = max(0, first - SNIPPET_WINDOW // 4)
+    hi = min(len(body), lo + SNIPPET_WINDOW)
+    out, pos = ["…" if lo else ""], lo
+    for s, e in spans:
+        if s < lo or e > hi:
+            continue
+        out += [body[pos:s], _OPEN, body[s:e], _CLOSE]
+        pos = e
+    out += [body[pos:hi], "…" if hi < len(body) else ""]
+    return "".join(out)
+
+
+def _snippet(text: TantivyText, frag: Fragment | None, tokens: set[str]) -> str:
+    if frag is None:
+        return ""
+    parts = [frag.text] + ([frag.tail] if frag.tail else []) + ([frag.meta] if frag.meta else [])
+    for body in parts:
+        spans = _spans(text, body, tokens)
+        if spans:
+            return _marked(body, spans)
+    return _marked(frag.text, [])
+
+
+def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], page: list[tuple]) -> dict[int, str]:
+    tokens = {tok for t in terms for tok in text.tokens(t.text)}
+    events = project_rows(conn, [c[2][4] for c in page])
+    out: dict[int, str] = {}
+    for _, fragment_id, row in page:
+        event = events.get(row[4])
+        frag = next((f for f in event.fragments if f.fragment_id == fragment_id), None) if event else None
+        out[row[0]] = _snippet(text, frag, tokens)
+    return out
+
+
+def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int) -> tuple[list[tuple], dict[int, str]]:
+    """Rows in the hit layout of `piwatchd.index.search` (offset applied) and
+    marked snippet text per fragment rowid."""
+    text = text_reader(conn)
+    terms = parse_query(request.query)
+    ranked = _ranked(conn, text, request, terms, need)
+    page = ranked[request.offset :]
+    counts = _matched_counts(text, request, terms, page[: request.limit]) if page else {}
+    rows = [
+        (r[0], score, r[1], r[2], r[3], r[5], r[6], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
+         counts.get(r[4], 1))
+        for score, _, r in page
+    ]
+    return rows, _snippets(conn, text, terms, page[: request.limit])

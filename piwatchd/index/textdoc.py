@@ -1,0 +1,179 @@
+"""What the text index knows about a fragment, and which documents a search
+admits (pure).
+
+A text-index document is one fragment: its searchable text (head, tail and
+meta words) plus the filter values of its event, so every structured filter
+runs inside the text index and ranking never has to post-filter. This module
+builds those values from index rows and turns `SearchFilters` into abstract
+clauses; `piwatchd.index.tantivy_text` translates both to Tantivy.
+
+Paths are indexed with all their ancestors (`/a`, `/a/b`, `/a/b/c`), so "this
+directory or below, on a component boundary" is one exact term lookup:
+`/a/proj` never matches `/a/proj2`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .query import OWN_TOOLS, SearchFilters
+
+__all__ = [
+    "ANY_PATH",
+    "Clause",
+    "EventFacts",
+    "TextDoc",
+    "ancestors",
+    "doc_json",
+    "filter_clauses",
+]
+
+# Indexed beside every path set: "any path at all" (a root of "/" or "").
+ANY_PATH = "*"
+
+
+def ancestors(path: str | None) -> list[str]:
+    """`path` and every ancestor on a `/` boundary, plus ANY_PATH; [] for None."""
+    if not path:
+        return []
+    base = path.rstrip("/") or "/"
+    out = [ANY_PATH, base]
+    for i in range(1, len(base)):
+        if base[i] == "/":
+            out.append(base[:i])
+    if base.startswith("/") and base != "/":
+        out.append("/")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class EventFacts:
+    """Event-level filter values, as the read model holds them."""
+
+    event_rowid: int
+    session_id: str
+    ordinal: int
+    type: str
+    role: str | None
+    ts_ms: int | None
+    is_error: bool
+    branch_state: str
+    selection_state: str
+    cwd_norm: str | None
+    cwd_real: str | None
+    own_result: bool  # a piwatch tool result (tagged `details.piwatch`)
+    files_read: tuple[str, ...] = ()
+    files_changed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TextDoc:
+    frag_rowid: int
+    facts: EventFacts
+    kind: str
+    tool_name: str | None
+    body: str
+    tail: str | None
+    meta: str
+
+
+def _paths(paths: tuple[str, ...]) -> list[str]:
+    out: set[str] = set()
+    for p in paths:
+        out.update(ancestors(p))
+    return sorted(out)
+
+
+def doc_json(doc: TextDoc) -> dict:
+    """The document as a field -> value(s) mapping; absent values are left out,
+    so a filter on them never matches (as SQL's `IN` never matches NULL)."""
+    f = doc.facts
+    own = f.own_result or (doc.kind == "tool.call" and doc.tool_name in OWN_TOOLS)
+    d: dict = {
+        "frag": doc.frag_rowid,
+        "event_n": f.event_rowid,
+        "event": str(f.event_rowid),
+        "session": f.session_id,
+        "ordinal": f.ordinal,
+        "type": f.type,
+        "kind": doc.kind,
+        "error": "1" if f.is_error else "0",
+        "branch": f.branch_state,
+        "selection": f.selection_state,
+        "own": "1" if own else "0",
+        "body": doc.body,
+    }
+    if doc.tail:
+        d["tail"] = doc.tail
+    if doc.meta:
+        d["meta"] = doc.meta
+    if f.role is not None:
+        d["role"] = f.role
+    if doc.tool_name is not None:
+        d["tool"] = doc.tool_name
+    if f.ts_ms is not None:
+        d["ts"] = f.ts_ms
+    if f.cwd_norm is not None:
+        d["cwd"] = f.cwd_norm
+        d["cwd_up"] = ancestors(f.cwd_norm)
+    if f.cwd_real is not None:
+        d["root_up"] = ancestors(f.cwd_real)
+    if f.files_read:
+        d["file_read"] = _paths(f.files_read)
+    if f.files_changed:
+        d["file_changed"] = _paths(f.files_changed)
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """One admission rule: `op` is must | must_not | nothing.
+
+    `terms` is a list of (field, value) alternatives (any may match); `range`
+    is (field, low inclusive, high exclusive); `both` is a conjunction of
+    (field, value) terms and a range, for per-session ordinal caps.
+    """
+
+    op: str
+    terms: tuple[tuple[str, str], ...] = ()
+    range: tuple[str, int | None, int | None] | None = None
+
+
+def _any(field: str, values) -> tuple[tuple[str, str], ...]:
+    return tuple((field, v) for v in values)
+
+
+def _root_terms(field: str, roots) -> tuple[tuple[str, str], ...]:
+    return tuple((field, (r.rstrip("/") or ANY_PATH)) for r in roots)
+
+
+def filter_clauses(f: SearchFilters) -> list[Clause]:
+    """The same admission as `query.filter_clauses` (SQL), as text-index clauses."""
+    out: list[Clause] = []
+    if f.authorized_roots is not None:
+        out.append(Clause("must", _root_terms("root_up", f.authorized_roots)) if f.authorized_roots else Clause("nothing"))
+    for field, values in (
+        ("session", f.session_ids), ("type", f.event_types), ("kind", f.kinds), ("role", f.roles),
+        ("tool", f.tools), ("branch", f.branch_states), ("selection", f.selection_states),
+    ):
+        if values:
+            out.append(Clause("must", _any(field, values)))
+    if f.exclude_sessions:
+        out.append(Clause("must_not", _any("session", f.exclude_sessions)))
+    if f.cwd is not None:
+        out.append(Clause("must", (("cwd", f.cwd),)))
+    if f.cwd_under is not None and f.cwd_under.rstrip("/"):
+        out.append(Clause("must", (("cwd_up", f.cwd_under.rstrip("/")),)))
+    if f.since_ms is not None or f.until_ms is not None:
+        out.append(Clause("must", range=("ts", f.since_ms, f.until_ms)))
+    if f.is_error is not None:
+        out.append(Clause("must", (("error", "1" if f.is_error else "0"),)))
+    if f.exclude_own_results:
+        out.append(Clause("must_not", (("own", "1"),)))
+    for session_id, cap in f.ordinal_caps:
+        out.append(Clause("must_not", (("session", session_id),), range=("ordinal", cap, None)))
+    if f.files:
+        fields = {"read": ("file_read",), "changed": ("file_changed",)}.get(f.file_mode, ("file_read", "file_changed"))
+        terms = tuple((fld, (p.rstrip("/") or ANY_PATH)) for p in f.files for fld in fields)
+        out.append(Clause("must", terms))
+    return out

@@ -1,0 +1,241 @@
+"""Keep the text index a faithful copy of the read model's searchable text.
+
+SQLite's transaction is the commit point. Inside it, the writer queues text
+operations here (delete a session, add events, states changed) and records
+the session in `text_debt`. After COMMIT the queue is applied to the text
+index; once the text index itself commits, the debt rows are cleared. After a
+crash, every session still in `text_debt` is deleted from the text index and
+re-fed from its source file (`repay`), so kill -9 at any point converges to
+a clean build and a rewrite never leaves hits from the old content.
+
+Documents come from the index rows (filter values, read after commit so they
+carry the final tree state) and the fragment texts: in memory for events just
+projected, re-projected from the source file for events whose state changed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ..model import Event, Fragment
+from .source_events import project_rows
+from .tantivy_text import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
+from .textdoc import EventFacts, TextDoc
+
+__all__ = ["TextFeed", "COMMIT_INTERVAL", "reset_text_index"]
+
+log = logging.getLogger("piwatchd.text")
+
+# While work keeps coming, the text index commits at most this often (each
+# commit is an fsync and a new segment); when the writer goes idle it commits
+# at once, so an append is searchable within one ingest turn.
+COMMIT_INTERVAL = 1.0
+_CHUNK = 5000
+
+
+def _json_ids(ids: Iterable[int]) -> str:
+    return json.dumps(list(ids))
+
+
+class TextFeed:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.text = TantivyText(text_dir(db_file_of(conn)), writable=True)
+        self._ops: list[tuple] = []
+        self._owed: set[str] = set()
+        self._last_commit = time.monotonic()
+        self._adopt()
+        register_text(self.text)
+
+    # -- identity: the text index must belong to this read model --------------
+
+    def _adopt(self) -> None:
+        """A text index from another build of the read model (or none) is
+        cleared, and every indexed session is owed to it."""
+        marker = self.text.path / "piwatch-layout"
+        want = f"{TEXT_LAYOUT} {self._model_id()}"
+        have = marker.read_text().strip() if marker.exists() else None
+        if have == want:
+            return
+        if have is not None or self.text.count():
+            log.warning("text index %s belongs to another index build; rebuilding it", self.text.path)
+        self.text.delete_all()
+        self.text.commit()
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("INSERT OR IGNORE INTO text_debt(session_id) SELECT session_id FROM sessions")
+        self.conn.execute("COMMIT")
+        marker.write_text(want + "\n")
+
+    def _model_id(self) -> str:
+        row = self.conn.execute("SELECT value FROM index_meta WHERE key='model_id'").fetchone()
+        if row:
+            return row[0]
+        model_id = f"{time.time_ns():x}"
+        self.conn.execute("INSERT INTO index_meta(key, value) VALUES ('model_id', ?)", (model_id,))
+        return model_id
+
+    # -- queued inside the SQLite transaction ----------------------------------
+
+    def _owe(self, session_id: str) -> None:
+        if session_id not in self._owed:
+            self.conn.execute("INSERT OR IGNORE INTO text_debt(session_id) VALUES (?)", (session_id,))
+            self._owed.add(session_id)
+
+    def delete_session(self, session_id: str) -> None:
+        self._owe(session_id)
+        self._ops.append(("delete_session", session_id))
+
+    def add_events(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
+        self._owe(session_id)
+        if replaced:
+            self._ops.append(("delete_events", replaced))
+        if events:
+            self._ops.append(("add", events))
+
+    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
+        if entry_ids:
+            self._owe(session_id)
+            self._ops.append(("changed", session_id, entry_ids))
+
+    def mark(self) -> int:
+        return len(self._ops)
+
+    def rollback_to(self, mark: int) -> None:
+        del self._ops[mark:]
+
+    def rolled_back(self) -> None:
+        """The transaction rolled back: its queued operations never happened,
+        and its debt rows are gone with it."""
+        self._ops.clear()
+        self._owed = {s for s in self._owed if self._still_owed(s)}
+
+    def _still_owed(self, session_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM text_debt WHERE session_id=?", (session_id,)).fetchone() is not None
+
+    # -- applied after COMMIT ---------------------------------------------------
+
+    def committed(self) -> None:
+        """Apply the committed transaction's operations: deletes in order, then
+        the new events' documents, then re-fed documents of earlier events
+        whose state changed (new events already carry their final state)."""
+        ops, self._ops = self._ops, []
+        added: dict[int, Event] = {}
+        changed: list[tuple[str, list[str]]] = []
+        for op in ops:
+            if op[0] == "delete_session":
+                self.text.delete_session(op[1])
+            elif op[0] == "delete_events":
+                self.text.delete_events(op[1])
+            elif op[0] == "add":
+                added.update(op[1])
+            elif op[0] == "changed":
+                changed.append((op[1], op[2]))
+        if added:
+            self.text.add(self._docs(list(added), added))
+        for session_id, entry_ids in changed:
+            rowids = [r for r in self._rowids(session_id, entry_ids) if r not in added]
+            self.refeed_events(rowids)
+
+    def _rowids(self, session_id: str, entry_ids: list[str]) -> list[int]:
+        rowids: list[int] = []
+        for start in range(0, len(entry_ids), _CHUNK):
+            chunk = entry_ids[start : start + _CHUNK]
+            rowids += [r[0] for r in self.conn.execute(
+                "SELECT event_rowid FROM events WHERE session_id=? AND entry_id IN (SELECT value FROM json_each(?))",
+                (session_id, json.dumps(chunk)))]
+        return rowids
+
+    def refeed_events(self, rowids: list[int]) -> None:
+        """Replace the documents of these events, texts re-projected from source."""
+        if not rowids:
+            return
+        self.text.delete_events(rowids)
+        self.text.add(self._docs(rowids, {}))
+
+    def flush(self, *, idle: bool) -> bool:
+        """Commit the text index when idle or due; then clear the debt it repaid."""
+        now = time.monotonic()
+        if not self._owed and not self.text.dirty:
+            return False
+        if not idle and now - self._last_commit < COMMIT_INTERVAL:
+            return False
+        self.text.commit()
+        self._last_commit = now
+        owed, self._owed = self._owed, set()
+        if owed:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("DELETE FROM text_debt WHERE session_id IN (SELECT value FROM json_each(?))",
+                              (json.dumps(sorted(owed)),))
+            self.conn.execute("COMMIT")
+        return True
+
+    def repay(self) -> int:
+        """Re-feed every session the text index may lag (after a crash or a
+        lost text index) from the read model and the source files."""
+        owed = [r[0] for r in self.conn.execute("SELECT session_id FROM text_debt")]
+        for session_id in owed:
+            self.text.delete_session(session_id)
+            rowids = [r[0] for r in self.conn.execute(
+                "SELECT event_rowid FROM events WHERE session_id=? ORDER BY ordinal", (session_id,))]
+            for start in range(0, len(rowids), _CHUNK):
+                self.text.add(self._docs(rowids[start : start + _CHUNK], {}))
+            self._owed.add(session_id)
+        if owed:
+            self.flush(idle=True)
+        return len(owed)
+
+    def close(self) -> None:
+        self.flush(idle=True)
+        self.text.close()
+
+    # -- documents ---------------------------------------------------------------
+
+    def _docs(self, rowids: list[int], events: dict[int, Event]) -> Iterator[TextDoc]:
+        for start in range(0, len(rowids), _CHUNK):
+            yield from self._docs_chunk(rowids[start : start + _CHUNK], events)
+
+    def _docs_chunk(self, rowids: list[int], events: dict[int, Event]) -> Iterator[TextDoc]:
+        ids = _json_ids(rowids)
+        files: dict[int, tuple[list[str], list[str]]] = {}
+        for rowid, path, mode in self.conn.execute(
+            "SELECT e.event_rowid, fe.path, fe.mode FROM file_evidence fe JOIN events e"
+            " ON e.session_id = fe.session_id AND e.entry_id = fe.entry_id"
+            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))", (ids,)):
+            files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
+        facts: dict[int, EventFacts] = {}
+        for r in self.conn.execute(
+            "SELECT e.event_rowid, e.session_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error, e.branch_state,"
+            " e.selection_state, s.cwd_norm, s.cwd_real, json_extract(e.meta, '$.piwatch') IS NOT NULL"
+            " FROM events e JOIN sessions s ON s.session_id = e.session_id"
+            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))", (ids,)):
+            read, changed = files.get(r[0], ((), ()))
+            facts[r[0]] = EventFacts(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8], r[9], r[10],
+                                     bool(r[11]), tuple(read), tuple(changed))
+        missing = [rowid for rowid in rowids if rowid not in events and rowid in facts]
+        texts = {**events, **project_rows(self.conn, missing)} if missing else events
+        for frag_rowid, event_rowid, fragment_id, kind, tool_name in self.conn.execute(
+            "SELECT frag_rowid, event_rowid, fragment_id, kind, tool_name FROM fragments"
+            " WHERE event_rowid IN (SELECT value FROM json_each(?))", (ids,)):
+            event = texts.get(event_rowid)
+            fact = facts.get(event_rowid)
+            frag = _fragment(event, fragment_id) if event is not None else None
+            if fact is None or frag is None:
+                continue  # the source changed under us: its rebuild re-feeds it
+            yield TextDoc(frag_rowid, fact, kind, tool_name, frag.text, frag.tail, frag.meta)
+
+
+def _fragment(event: Event, fragment_id: str) -> Fragment | None:
+    for f in event.fragments:
+        if f.fragment_id == fragment_id:
+            return f
+    return None
+
+
+def reset_text_index(db_path: Path) -> None:
+    """Forget a text index (corrupt, or from another layout); `TextFeed` rebuilds it."""
+    remove_text_dir(text_dir(db_path))
