@@ -25,6 +25,7 @@ __all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_
 SNIPPET_MAX_CHARS = 320
 _OPEN, _CLOSE = "\x02", "\x03"
 _WS = re.compile(r"\s+")
+_MARK = re.compile("([\x02\x03])")
 
 
 class QueryTimeout(Exception):
@@ -60,16 +61,16 @@ def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
     spans: list[list[int]] = []
     pos = 0
     start = None
-    for ch in raw:
-        if ch == _OPEN:
+    for part in _MARK.split(raw):
+        if part == _OPEN:
             start = pos
-        elif ch == _CLOSE:
+        elif part == _CLOSE:
             if start is not None and pos > start:
                 spans.append([start, pos])
             start = None
-        else:
-            text_parts.append(ch)
-            pos += 1
+        elif part:
+            text_parts.append(part)
+            pos += len(part)
     text = "".join(text_parts)
     if len(text) > SNIPPET_MAX_CHARS:
         first = spans[0][0] if spans else 0

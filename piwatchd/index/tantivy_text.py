@@ -32,7 +32,7 @@ from .textdoc import Clause, TextDoc, doc_json, filter_clauses
 __all__ = ["TantivyText", "text_dir", "db_file_of", "text_reader", "register_text", "unregister_text", "TEXT_LAYOUT"]
 
 # Bumped when the document layout changes: a mismatch rebuilds the text index.
-TEXT_LAYOUT = 1
+TEXT_LAYOUT = 2
 _ANALYZER = "folded"
 _RAW_FIELDS = (
     "event", "session", "type", "kind", "role", "tool", "error", "branch", "selection", "own",
@@ -56,7 +56,10 @@ def db_file_of(conn: sqlite3.Connection) -> Path:
 
 def _schema() -> tantivy.Schema:
     b = SchemaBuilder()
-    for name in ("body", "tail", "meta"):
+    # `text` holds the head and, for oversized fragments, the tail as two
+    # values: Tantivy never matches a phrase across two values of a field,
+    # so no phrase spans the omitted middle.
+    for name in ("text", "meta"):
         b.add_text_field(name, stored=False, tokenizer_name=_ANALYZER, index_option="position")
     for name in _RAW_FIELDS:
         b.add_text_field(name, stored=False, tokenizer_name="raw", index_option="basic")
@@ -159,7 +162,7 @@ class TantivyText:
         if not words:
             return Query.empty_query()
         per_field = []
-        for name in ("body", "tail", "meta"):
+        for name in ("text", "meta"):
             if len(words) == 1:
                 q = Query.term_query(self.schema, name, words[0])
             else:
@@ -183,7 +186,7 @@ class TantivyText:
         return parts[0][1] if len(parts) == 1 else Query.boolean_query(parts)
 
     def query(self, terms: list[Term], filters: SearchFilters, events: Iterable[int] = ()) -> Query:
-        """Every term must match (in body, tail or meta); every clause admits."""
+        """Every term must match (in text or meta); every clause admits."""
         parts: list[tuple] = [(Occur.Must, self._term_query(t)) for t in terms]
         for clause in filter_clauses(filters):
             if clause.op == "nothing":
@@ -195,6 +198,8 @@ class TantivyText:
         event_keys = [str(e) for e in events]
         if event_keys:
             parts.append((Occur.Must, Query.const_score_query(Query.term_set_query(self.schema, "event", event_keys), 0.0)))
+        if len(parts) == 1:
+            return parts[0][1]  # a nested boolean costs ~30% on a common word
         return Query.boolean_query(parts)
 
     def top(self, query: Query, k: int) -> list[tuple[float, int, int]]:

@@ -75,25 +75,29 @@ def _match_pattern(tokens: set[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])", re.IGNORECASE)
 
 
-def _spans(text: TantivyText, body: str, tokens: set[str]) -> list[tuple[int, int]]:
-    matches = list(_match_pattern(tokens).finditer(body)) if tokens else []
-    if body.isascii() or {m.group().lower() for m in matches} >= tokens:
-        return [m.span() for m in matches]
-    # Folded forms (`Café` for `cafe`) need the analyzer itself; bounded text.
-    return [
-        (t.char_offset_from, t.char_offset_to)
-        for t in text.analyzer.pre_tokenize(body).tokens
-        if t.text in tokens
-    ]
-
-
-def _marked(body: str, spans: list[tuple[int, int]]) -> str:
-    first = spans[0][0] if spans else 0
-    lo = max(0, first - SNIPPET_WINDOW // 4)
+def _window(text: TantivyText, body: str, pattern: re.Pattern[str], tokens: set[str]) -> str | None:
+    """The snippet window around the first match in `body`, matches marked;
+    None when nothing in `body` matches."""
+    first = pattern.search(body) if tokens else None
+    if first is not None:
+        lo = max(0, first.start() - SNIPPET_WINDOW // 4)
+        hi = min(len(body), lo + SNIPPET_WINDOW)
+        return _marked(body, lo, hi, [m.span() for m in pattern.finditer(body, lo, hi)])
+    if body.isascii():
+        return None
+    # Folded forms (`Café` for `cafe`) need the analyzer itself (bounded text).
+    spans = [(t.char_offset_from, t.char_offset_to) for t in text.analyzer.pre_tokenize(body).tokens if t.text in tokens]
+    if not spans:
+        return None
+    lo = max(0, spans[0][0] - SNIPPET_WINDOW // 4)
     hi = min(len(body), lo + SNIPPET_WINDOW)
+    return _marked(body, lo, hi, spans)
+
+
+def _marked(body: str, lo: int, hi: int, spans: list[tuple[int, int]]) -> str:
     out, pos = ["…" if lo else ""], lo
     for s, e in spans:
-        if s < lo or e > hi:
+        if s < pos or e > hi:
             continue
         out += [body[pos:s], _OPEN, body[s:e], _CLOSE]
         pos = e
@@ -101,25 +105,26 @@ def _marked(body: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def _snippet(text: TantivyText, frag: Fragment | None, tokens: set[str]) -> str:
+def _snippet(text: TantivyText, frag: Fragment | None, pattern: re.Pattern[str], tokens: set[str]) -> str:
     if frag is None:
         return ""
-    parts = [frag.text] + ([frag.tail] if frag.tail else []) + ([frag.meta] if frag.meta else [])
-    for body in parts:
-        spans = _spans(text, body, tokens)
-        if spans:
-            return _marked(body, spans)
-    return _marked(frag.text, [])
+    for body in (frag.text, frag.tail, frag.meta):
+        if body:
+            window = _window(text, body, pattern, tokens)
+            if window is not None:
+                return window
+    return _marked(frag.text, 0, min(len(frag.text), SNIPPET_WINDOW), [])
 
 
 def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], page: list[tuple]) -> dict[int, str]:
     tokens = {tok for t in terms for tok in text.tokens(t.text)}
+    pattern = _match_pattern(tokens)
     events = project_rows(conn, [c[2][4] for c in page])
     out: dict[int, str] = {}
     for _, fragment_id, row in page:
         event = events.get(row[4])
         frag = next((f for f in event.fragments if f.fragment_id == fragment_id), None) if event else None
-        out[row[0]] = _snippet(text, frag, tokens)
+        out[row[0]] = _snippet(text, frag, pattern, tokens)
     return out
 
 

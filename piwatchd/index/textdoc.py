@@ -15,6 +15,7 @@ directory or below, on a component boundary" is one exact term lookup:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .query import OWN_TOOLS, SearchFilters
 
@@ -36,6 +37,11 @@ def ancestors(path: str | None) -> list[str]:
     """`path` and every ancestor on a `/` boundary, plus ANY_PATH; [] for None."""
     if not path:
         return []
+    return list(_ancestors(path))
+
+
+@lru_cache(maxsize=8192)  # every document of a session has the same cwd
+def _ancestors(path: str) -> tuple[str, ...]:
     base = path.rstrip("/") or "/"
     out = [ANY_PATH, base]
     for i in range(1, len(base)):
@@ -43,7 +49,7 @@ def ancestors(path: str | None) -> list[str]:
             out.append(base[:i])
     if base.startswith("/") and base != "/":
         out.append("/")
-    return out
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +107,8 @@ def doc_json(doc: TextDoc) -> dict:
         "branch": f.branch_state,
         "selection": f.selection_state,
         "own": "1" if own else "0",
-        "body": doc.body,
+        "text": [doc.body, doc.tail] if doc.tail else doc.body,
     }
-    if doc.tail:
-        d["tail"] = doc.tail
     if doc.meta:
         d["meta"] = doc.meta
     if f.role is not None:
@@ -115,9 +119,9 @@ def doc_json(doc: TextDoc) -> dict:
         d["ts"] = f.ts_ms
     if f.cwd_norm is not None:
         d["cwd"] = f.cwd_norm
-        d["cwd_up"] = ancestors(f.cwd_norm)
+        d["cwd_up"] = _ancestors(f.cwd_norm)
     if f.cwd_real is not None:
-        d["root_up"] = ancestors(f.cwd_real)
+        d["root_up"] = _ancestors(f.cwd_real)
     if f.files_read:
         d["file_read"] = _paths(f.files_read)
     if f.files_changed:
