@@ -22,7 +22,12 @@ def indexed(tmp_path_factory):
     assert len(names) == 4, names  # a missing fixture fails here, never silently shrinks the test
     for name in names:
         copy_fixture(name, sessions / name.split("/")[-1])
+    # The FTS5 engine keeps the indexed text in SQLite, where these tests can
+    # inspect exactly what the projection stored (Tantivy keeps none there).
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PIWATCH_ENGINE", "fts5")
     summary = index_once(root / "db.sqlite3", [str(root / "sessions")])
+    mp.undo()
     conn = sqlite3.connect(root / "db.sqlite3")
     yield summary, conn, sessions
     conn.close()

@@ -9,8 +9,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from .schema import index_engine
-from .text_search import ranked_page
 from .query import (
     SearchRequest,
     build_candidates_sql,
@@ -19,6 +17,8 @@ from .query import (
     roots_clause,
     validate_page,
 )
+from .schema import index_engine
+from .text_search import ranked_page
 
 __all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
 

@@ -16,11 +16,12 @@ analyzer as the indexed text (Unicode words, lower-cased, diacritics folded).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import orjson
 import tantivy
@@ -141,10 +142,8 @@ class TantivyText:
 
     def close(self) -> None:
         if self._writer is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing must not fail shutdown
                 self._writer.rollback()
-            except Exception:  # noqa: BLE001 - closing must not fail shutdown
-                pass
             self._writer = None
             unregister_text(self)
 
@@ -166,7 +165,7 @@ class TantivyText:
             if len(words) == 1:
                 q = Query.term_query(self.schema, name, words[0])
             else:
-                q = Query.phrase_query(self.schema, name, words)
+                q = Query.phrase_query(self.schema, name, list[str | tuple[int, str]](words))
             if name == "meta":
                 q = Query.boost_query(q, META_WEIGHT)
             per_field.append((Occur.Should, q))
@@ -181,7 +180,7 @@ class TantivyText:
             field, low, high = clause.range
             parts.append((Occur.Must, Query.range_query(
                 self.schema, field, tantivy.FieldType.Integer, low, high,
-                include_upper=False if high is not None else True,
+                include_upper=high is None,
             )))
         return parts[0][1] if len(parts) == 1 else Query.boolean_query(parts)
 
@@ -211,7 +210,7 @@ class TantivyText:
         addrs = [a for _, a in hits]
         frags = searcher.fast_field_values("frag", addrs)
         events = searcher.fast_field_values("event_n", addrs)
-        return [(score, f, e) for (score, _), f, e in zip(hits, frags, events)]
+        return [(float(score), int(f or 0), int(e or 0)) for (score, _), f, e in zip(hits, frags, events, strict=True)]
 
     def count(self) -> int:
         return self.index.searcher().num_docs

@@ -19,8 +19,8 @@ import json
 import logging
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..model import Event, Fragment
 from .source_events import project_rows
