@@ -6,15 +6,17 @@ index lock (one writer per database) -> open/migrate the index -> bind the
 socket (so `status` answers while the first index runs) -> register watches
 -> start the ingest thread (whose first act is the reconciliation scan, so
 nothing written during the scan is missed) -> READY=1 to systemd. The main
-thread then only handles signals, watch upkeep and the systemd watchdog. SIGTERM/SIGINT stop it cleanly (observer stopped,
-current batch committed, connection closed, every thread joined); SIGHUP asks
-for a reconciliation scan. Never forks: launchd and systemd want it that way.
+thread then only handles signals and upkeep: watches, the socket file (bound
+again if it was removed), and the systemd watchdog. SIGTERM/SIGINT stop it
+within STOP_TIMEOUT (observer stopped, current file committed, connection
+closed); SIGHUP asks for a reconciliation scan and binds the socket again.
+All commands reach the ingest thread through its one `Inbox`. Never forks:
+launchd and systemd want it that way.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import logging
 import os
 import signal
@@ -23,7 +25,17 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "run"]
+from .inbox import Inbox
+from .indexfile import (
+    IndexBusy,
+    hold_lock,
+    lock_index,
+    open_or_rebuild,
+    prepare_index_path,
+)
+from .notify import notify, watchdog_interval
+
+__all__ = ["Daemon", "build_parser", "main", "run"]
 
 log = logging.getLogger("piwatchd")
 
@@ -59,147 +71,195 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _lock(path: Path, holder: str):
-    """Hold an exclusive lock on `path` for the process lifetime, writing who
-    holds it. Returns (file, None), or (None, what the current holder wrote)."""
-    fh = open(path, "a+")  # noqa: SIM115 - held open for the process lifetime: the lock
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.seek(0)
-        other = fh.read().strip().replace("\n", ", ")
-        fh.close()
-        return None, other
-    fh.seek(0)
-    fh.truncate()
-    fh.write(holder)
-    fh.flush()
-    return fh, None
+class Daemon:
+    """One piwatchd: its locks, the index, the ingest service, the watcher and
+    the socket server, and the main thread's upkeep of them."""
 
+    def __init__(self, ns: argparse.Namespace, stop: threading.Event | None = None, inbox: Inbox | None = None):
+        from piwatch.paths import lock_path, socket_path
 
-def run(ns: argparse.Namespace, stop: threading.Event | None = None, dirty=None) -> int:
-    """The daemon body; `stop` lets tests run it in-process without signals."""
-    from .config import load_settings
-    from .dirty import DirtySet
-    from .service import Service, ServiceConfig
-    from .source.discovery import discover_roots
-    from .watch import Watcher
+        from .config import load_settings
+        from .source.discovery import discover_roots
 
-    settings = load_settings()
-    if ns.sessions:
-        roots = [os.path.abspath(os.path.expanduser(s)) for s in ns.sessions]
-    else:
-        roots = [r.path for r in discover_roots(extra=settings.extra_session_dirs)]
-    db_path = Path(ns.db).expanduser().resolve() if ns.db else settings.db_path
-    if ns.settle < 0 or ns.max_latency <= 0 or ns.scan_interval <= 0:
-        log.error("--settle must be >= 0, --max-latency and --scan-interval > 0")
-        return 2
-    from piwatch.paths import lock_path, socket_path
-    from piwatch.protocol import OPS, PROTOCOL_VERSION
+        self.ns = ns
+        self.stop = stop or threading.Event()
+        self.inbox = inbox or Inbox()
+        self.settings = load_settings()
+        if ns.sessions:
+            self.roots = [os.path.abspath(os.path.expanduser(s)) for s in ns.sessions]
+        else:
+            self.roots = [r.path for r in discover_roots(extra=self.settings.extra_session_dirs)]
+        self.db_path = Path(ns.db).expanduser().resolve() if ns.db else self.settings.db_path
+        explicit = getattr(ns, "socket", None)
+        self.sock_path = Path(explicit).expanduser() if explicit else socket_path()
+        self.instance_path = self.sock_path.with_name(self.sock_path.name + ".lock") if explicit else lock_path()
+        self.started = time.time()
+        self._locks: list = []
+        self._hup = False  # set by the SIGHUP handler (no locks in a signal handler)
+        self._last_ping = 0.0
 
-    from . import __version__
-    from .api import Api
-    from .index.schema import open_writer
-    from .indexfile import prepare_index_path
-    from .notify import notify, watchdog_interval
-    from .server import Server, ensure_private_dir
+    # -- the whole life ----------------------------------------------------------
 
-    sock_path = Path(ns.socket).expanduser() if getattr(ns, "socket", None) else socket_path()
-    instance_path = sock_path.with_name(sock_path.name + ".lock") if getattr(ns, "socket", None) else lock_path()
-    ensure_private_dir(instance_path.parent)
-    # One daemon per user (per socket); the lock file says who holds it.
-    instance_lock, holder = _lock(
-        instance_path, f"pid {os.getpid()}\nversion {__version__}\nstarted {int(time.time())}\n"
-    )
-    if instance_lock is None:
-        print(f"piwatchd: another piwatchd is already running for this user ({holder}); "
-              f"talk to it with `piwatch status`", file=sys.stderr)
-        return 1
-    # One daemon per index: a second writer would fight the first for every commit.
-    prepare_index_path(db_path)  # 0600 in a 0700 directory: it holds every session
-    lock, holder = _lock(Path(str(db_path) + ".lock"), f"pid {os.getpid()}\n")
-    if lock is None:
-        print(f"piwatchd: another piwatchd already indexes {db_path} ({holder})", file=sys.stderr)
-        instance_lock.close()
-        return 1
-    # Create or migrate the schema before readers can connect.
-    open_writer(db_path, engine=settings.engine).close()
-    stop = stop or threading.Event()
-    dirty = dirty or DirtySet()
-    watcher = Watcher(roots, dirty)
-    service = Service(
-        ServiceConfig(
-            db_path=str(db_path),
-            roots=roots,
-            settle=ns.settle,
-            max_latency=max(ns.max_latency, ns.settle),
-            scan_interval=ns.scan_interval,
-            engine=settings.engine,
-        ),
-        dirty,
-        watch_status=watcher.status,
-        watch_warnings=lambda: watcher.warnings,
-    )
-    started = time.time()
+    def run(self) -> int:
+        if self.ns.settle < 0 or self.ns.max_latency <= 0 or self.ns.scan_interval <= 0:
+            log.error("--settle must be >= 0, --max-latency and --scan-interval > 0")
+            return 2
+        if not self._acquire_locks():
+            return 1
+        try:
+            self._build(self._prepare_index())
+            return self._serve()
+        finally:
+            self._shutdown()
 
-    def hello_info() -> dict:
+    def hangup(self) -> None:
+        """SIGHUP: reconcile, and bind the socket again (acted on by the main loop)."""
+        self._hup = True
+
+    # -- start-up ------------------------------------------------------------------
+
+    def _acquire_locks(self) -> bool:
+        """One daemon per user (per socket), and one writer per index."""
+        from . import __version__
+        from .server import ensure_private_dir
+
+        ensure_private_dir(self.instance_path.parent)
+        holder = f"pid {os.getpid()}\nversion {__version__}\nstarted {int(self.started)}\n"
+        instance, other = hold_lock(self.instance_path, holder)
+        if instance is None:
+            print(f"piwatchd: another piwatchd is already running for this user ({other}); "
+                  f"talk to it with `piwatch status`", file=sys.stderr)
+            return False
+        self._locks.append(instance)
+        prepare_index_path(self.db_path)  # 0600 in a 0700 directory: it holds every session
+        try:
+            self._locks.append(lock_index(self.db_path, f"pid {os.getpid()} (piwatchd)\n"))
+        except IndexBusy as exc:
+            print(f"piwatchd: {exc}", file=sys.stderr)
+            instance.close()
+            self._locks.clear()
+            return False
+        return True
+
+    def _prepare_index(self) -> str | None:
+        """Create, migrate or rebuild the index before readers can connect."""
+        conn, problem = open_or_rebuild(self.db_path)
+        conn.close()
+        if problem:
+            log.warning("%s", problem)
+        return problem
+
+    def _build(self, index_problem: str | None) -> None:
+        from .api import Api
+        from .server import Server
+        from .service import Service, ServiceConfig
+        from .watch import Watcher
+
+        self.watcher = Watcher(self.roots, self.inbox)
+        self.service = Service(
+            ServiceConfig(
+                db_path=str(self.db_path),
+                roots=self.roots,
+                settle=self.ns.settle,
+                max_latency=max(self.ns.max_latency, self.ns.settle),
+                scan_interval=self.ns.scan_interval,
+            ),
+            self.inbox,
+            watch_status=self.watcher.status,
+            watch_warnings=lambda: self.watcher.warnings,
+            index_problem=index_problem,
+        )
+        self.api = Api(
+            self.db_path,
+            configured_roots=self.settings.workspace_roots,
+            session_roots=tuple(self.roots),
+            service_snapshot=self._snapshot,
+            mark_dirty=self.inbox.mark,
+            request_reindex=self.inbox.request_rebuild,
+            hello_info=self._hello,
+            commits=self.service.commits,
+            query_timeout=self.ns.query_timeout,
+        )
+        self.server = Server(self.sock_path, self.api.handle, hello=self.api.hello,
+                             on_connection_end=self.api.readers.reset)
+
+    # -- what the API asks of the daemon ---------------------------------------------
+
+    def _hello(self) -> dict:
+        from piwatch.protocol import OPS, PROTOCOL_VERSION
+
+        from . import __version__
+
         return {"proto": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
-                "startedAt": int(started * 1000), "capabilities": list(OPS)}
+                "startedAt": int(self.started * 1000), "capabilities": list(OPS)}
 
-
-    def service_snapshot() -> dict:
-        snap = service.snapshot()
-        snap["uptime_seconds"] = round(time.time() - started, 1)
-        snap["socket"] = str(sock_path)
-        snap["requests_served"] = server.requests_served
+    def _snapshot(self) -> dict:
+        snap = self.service.snapshot()
+        snap["uptime_seconds"] = round(time.time() - self.started, 1)
+        snap["socket"] = str(self.sock_path)
+        snap["requests_served"] = self.server.requests_served
         return snap
 
-    api = Api(
-        db_path,
-        configured_roots=settings.workspace_roots,
-        session_roots=tuple(roots),
-        service_snapshot=service_snapshot,
-        mark_dirty=dirty.mark,
-        request_reindex=service.request_rebuild,
-        hello_info=hello_info,
-        commits=service.commits,
-        query_timeout=ns.query_timeout,
-    )
-    server = Server(sock_path, api.handle, hello=api.hello, on_connection_end=api.readers.reset)
-    log.info("piwatchd %d: index %s; socket %s; roots %s", os.getpid(), db_path, sock_path, ", ".join(roots))
-    rc = 0
-    ping_every = watchdog_interval()
-    try:
-        server.start()
-        watcher.start()
-        service.start()
-        service.ready.wait()
-        notify(f"READY=1\nSTATUS=indexing; socket {sock_path}")
-        last_ping = 0.0
-        while not stop.wait(1.0 if ping_every is None else min(1.0, ping_every)):
-            if not service.is_alive():
-                log.error("ingest thread ended: %s", service.failed)
-                rc = 1
-                break
-            watcher.refresh()
-            now = time.monotonic()
-            # Ping only while the ingest loop moves: a wedged loop gets restarted.
-            if ping_every is not None and now - service.last_loop < max(30.0, 4 * ping_every) and now - last_ping >= ping_every:
-                snap = service.snapshot()
-                notify(f"WATCHDOG=1\nSTATUS={snap.get('phase')}; backlog {snap.get('backlog_files')} files")
-                last_ping = now
-    finally:
+    # -- running -----------------------------------------------------------------------
+
+    def _serve(self) -> int:
+        log.info("piwatchd %d: index %s; socket %s; roots %s",
+                 os.getpid(), self.db_path, self.sock_path, ", ".join(self.roots))
+        self.server.start()
+        self.watcher.start()
+        self.service.start()
+        self.service.ready.wait()
+        notify(f"READY=1\nSTATUS=indexing; socket {self.sock_path}")
+        ping_every = watchdog_interval()
+        while not self.stop.wait(1.0 if ping_every is None else min(1.0, ping_every)):
+            if not self.service.is_alive():
+                log.error("ingest thread ended: %s", self.service.failed)
+                return 1
+            self.watcher.refresh()
+            self._keep_socket()
+            self._ping(ping_every)
+        return 1 if self.service.failed is not None else 0
+
+    def _keep_socket(self) -> None:
+        """Bind again when the socket file was removed or replaced, or on SIGHUP."""
+        reason = "SIGHUP" if self._hup else None if self.server.is_bound() else "the socket file was removed"
+        if reason is None:
+            return
+        if self._hup:
+            self._hup = False
+            self.inbox.request_reconcile("SIGHUP")
+        log.warning("binding %s again (%s)", self.sock_path, reason)
+        try:
+            self.server.rebind()
+        except (OSError, SystemExit) as exc:
+            log.error("cannot bind %s again: %s", self.sock_path, exc)
+
+    def _ping(self, ping_every: float | None) -> None:
+        """systemd watchdog: ping only while the ingest loop moves, so a wedged loop gets restarted."""
+        now = time.monotonic()
+        if ping_every is None or now - self.service.last_loop >= max(30.0, 4 * ping_every):
+            return
+        if now - self._last_ping >= ping_every:
+            snap = self.service.snapshot()
+            notify(f"WATCHDOG=1\nSTATUS={snap.get('phase')}; backlog {snap.get('backlog_files')} files")
+            self._last_ping = now
+
+    def _shutdown(self) -> None:
         log.info("stopping")
         notify("STOPPING=1")
-        server.stop()
-        watcher.stop()
-        service.stop(timeout=STOP_TIMEOUT)
-        lock.close()
-        instance_lock.close()
-    if service.failed is not None and rc == 0:
-        rc = 1
-    log.info("stopped")
-    return rc
+        for part in ("server", "watcher"):
+            if hasattr(self, part):
+                getattr(self, part).stop()
+        if hasattr(self, "service"):
+            self.service.stop(timeout=STOP_TIMEOUT)
+        for lock in reversed(self._locks):
+            lock.close()
+        log.info("stopped")
+
+
+def run(ns: argparse.Namespace, stop: threading.Event | None = None, inbox: Inbox | None = None) -> int:
+    """The daemon body; `stop` lets tests run it in-process without signals."""
+    return Daemon(ns, stop, inbox).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,12 +278,10 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
-    from .dirty import DirtySet
-
-    dirty = DirtySet()
-    # SIGHUP only flips a flag: the ingest thread does the scan.
-    signal.signal(signal.SIGHUP, lambda signum, frame: dirty.request_reconcile("SIGHUP"))
-    return run(ns, stop, dirty)
+    daemon = Daemon(ns, stop)
+    # SIGHUP only flips a flag: the main loop rebinds, the ingest thread scans.
+    signal.signal(signal.SIGHUP, lambda signum, frame: daemon.hangup())
+    return daemon.run()
 
 
 if __name__ == "__main__":

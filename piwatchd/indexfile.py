@@ -1,4 +1,4 @@
-"""The index on disk: a private file in a private directory.
+"""The index on disk: a private file, one writer, rebuilt when unusable.
 
 The index holds the whole history of every session, so it is created 0600
 in a 0700 directory, and an older, wider file is tightened at start. SQLite
@@ -10,15 +10,33 @@ the daemon and by `index --once`) covers whatever else appears beside it
 An existing directory is only tightened when piwatch owns its purpose (it
 created it, or it is piwatch's default state directory): `--db ~/x.sqlite3`
 must not change the mode of a home directory.
+
+One writer per index: piwatchd and `piwatch index --once` both take the
+index lock (`<db>.lock`). The SQLite file is the index's anchor: a file SQLite
+cannot read as an index is discarded (with its WAL) and rebuilt from the
+session files; the index is a disposable read model.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import sqlite3
 import stat
 from pathlib import Path
+from typing import IO
 
-__all__ = ["PRIVATE_UMASK", "SIDE_SUFFIXES", "prepare_index_path"]
+__all__ = [
+    "PRIVATE_UMASK",
+    "SIDE_SUFFIXES",
+    "IndexBusy",
+    "discard_index",
+    "hold_lock",
+    "lock_index",
+    "open_or_rebuild",
+    "prepare_index_path",
+]
 
 PRIVATE_UMASK = 0o077
 # Files that live beside the database and hold (or lock) its contents.
@@ -60,3 +78,65 @@ def prepare_index_path(db_path: str | os.PathLike) -> Path:
         if path.is_file():
             _tighten(path, 0o600)
     return db
+
+
+# -- one writer per index ------------------------------------------------------
+
+
+class IndexBusy(Exception):
+    """Another process holds the index lock (the daemon, or another `index --once`)."""
+
+
+def hold_lock(path: str | os.PathLike, holder: str) -> tuple[IO[str] | None, str | None]:
+    """Hold an exclusive lock on `path` for the process lifetime, writing who
+    holds it. Returns (file, None), or (None, what the current holder wrote)."""
+    fh = open(path, "a+")  # noqa: SIM115 (held open: the lock lives as long as the file)
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        other = fh.read().strip().replace("\n", ", ")
+        fh.close()
+        return None, other
+    fh.seek(0)
+    fh.truncate()
+    fh.write(holder)
+    fh.flush()
+    return fh, None
+
+
+def lock_index(db_path: str | os.PathLike, holder: str) -> IO[str]:
+    """The index lock: exactly one writer (piwatchd or `index --once`) per index."""
+    fh, other = hold_lock(f"{db_path}.lock", holder)
+    if fh is None:
+        raise IndexBusy(f"{db_path} is being indexed by another process ({other})")
+    return fh
+
+
+# -- a missing or corrupt index is rebuilt -------------------------------------------
+
+
+def discard_index(db_path: str | os.PathLike) -> None:
+    """Remove the index file and its WAL/SHM (an old WAL would otherwise be
+    applied to the new file). The index is disposable: the sources rebuild it."""
+    for path in (Path(db_path), *(Path(f"{db_path}{s}") for s in ("-wal", "-shm", "-journal"))):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def open_or_rebuild(db_path: str | os.PathLike) -> tuple[sqlite3.Connection, str | None]:
+    """The write connection; a file SQLite cannot use as an index is discarded
+    and created anew. Returns (connection, why it was rebuilt, or None)."""
+    from .index.schema import open_writer
+
+    try:
+        conn = open_writer(db_path)
+        conn.execute("SELECT count(*) FROM sources").fetchone()
+        return conn, None
+    except sqlite3.OperationalError:
+        raise  # locked, busy, cannot open: not the file's contents
+    except sqlite3.DatabaseError as exc:
+        problem = f"the index was corrupt ({exc}); rebuilding it from the session files"
+    discard_index(db_path)
+    prepare_index_path(db_path)
+    return open_writer(db_path), problem

@@ -155,6 +155,21 @@ class Server:
         self._sock = sock
         self._inode = os.stat(self.path).st_ino
 
+    def is_bound(self) -> bool:
+        """Our socket file is still at the path (not removed, not replaced)."""
+        try:
+            return self._inode is not None and os.stat(self.path).st_ino == self._inode
+        except OSError:
+            return False
+
+    def rebind(self) -> None:
+        """Bind the path again (the socket file was removed, or SIGHUP); the
+        accept loop picks up the new listening socket, the old one is closed."""
+        old = self._sock
+        self.bind()
+        if old is not None:
+            old.close()
+
     def start(self) -> None:
         if self._sock is None:
             self.bind()

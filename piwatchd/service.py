@@ -1,13 +1,20 @@
 """The ingest service: one thread, the only write connection, the whole schedule.
 
-Work arrives three ways: watcher hints in the `DirtySet` (coalesced with a
-settle delay and a max latency), new directories to list, and reconciliation
-scans (at start, every `scan_interval`, after watcher trouble, on request).
-A scan does not ingest: it compares each file's stat with its checkpoint and
-queues the differences as *backlog*, newest first. Each loop turn commits the
-due hinted paths first (the session being worked on now), then a time-boxed
-slice of the backlog, so a first start on years of history never starves a
-fresh append.
+Everything arrives through one `Inbox`: watcher hints (coalesced with a
+settle delay and a max latency), new directories to list, reconciliation
+requests and rebuild requests. A reconciliation scan (`indexer.scan`: at
+start, every `scan_interval`, after watcher trouble, on request) does not
+ingest: it compares each file's stat with its checkpoint and queues the
+differences as *backlog*, newest first. Each loop turn commits the due hinted
+paths first (the session being worked on now), then a time-boxed slice of
+the backlog, so a first start on years of history never starves a fresh
+append. Each commit is announced on `commits` (freshness waits wake on it).
+
+Self-healing: a file that failed on a transient error (database busy, disk
+full, an I/O error) is retried with exponential backoff, not at the next
+scan. An index file that disappears or is replaced while running, or that
+SQLite reports corrupt, is discarded and rebuilt from the sources; until the
+rebuild has caught up, `index_problem` says so and `status` is unhealthy.
 
 Progress (files known, bytes ingested, backlog, last scan, per-file errors)
 goes to the `service_state` table, where `piwatch status` reads it.
@@ -28,15 +35,16 @@ from typing import Any
 
 import orjson
 
-from .auth import is_under
 from .commits import CommitSignal
-from .dirty import DirtySet
-from .index.schema import open_writer
+from .inbox import Inbox, Work
 from .index.writer import IndexWriter
+from .indexer import RemovalGuard, scan
+from .indexfile import discard_index, open_or_rebuild, prepare_index_path
 from .ingest import Ingestor, IngestOutcome
-from .source.discovery import is_session_filename, iter_session_files, root_is_listable
+from .model import excerpt
+from .source.discovery import is_session_filename
 
-__all__ = ["ServiceConfig", "Service", "STATE_KEY"]
+__all__ = ["STATE_KEY", "Service", "ServiceConfig", "retry_delay"]
 
 log = logging.getLogger("piwatchd.service")
 
@@ -45,6 +53,13 @@ STATE_KEY = "service"
 MERGE_AFTER_BYTES = 16 * 1024 * 1024
 MERGE_STEP_PAGES = 256
 _MAX_FILE_ERRORS = 50
+# Transient failures are retried after 0.5 s, 1 s, 2 s, ... at most this long.
+RETRY_MAX_SECONDS = 60.0
+
+
+def retry_delay(attempt: int, cap: float = RETRY_MAX_SECONDS) -> float:
+    """Seconds before retry number `attempt` (1-based) of a transient failure. Pure."""
+    return min(cap, 0.5 * 2 ** min(max(attempt, 1) - 1, 16))
 
 
 @dataclass(slots=True)
@@ -58,7 +73,6 @@ class ServiceConfig:
     gone_recheck_delay: float = 0.1
     state_interval: float = 1.0  # how often progress is written while busy
     heartbeat_interval: float = 5.0
-    engine: str = "tantivy"  # text engine: tantivy | fts5
 
 
 @dataclass(slots=True)
@@ -75,30 +89,47 @@ class _Progress:
     startup_seconds: float | None = None  # first scan queued -> backlog drained
     missed_by_events: int = 0
     errors: dict[str, str] = field(default_factory=dict)
-    removals_vetoed: int = 0
+    index_problem: str | None = None  # set while the index is being rebuilt
+    index_rebuilds: int = 0
+    retries: int = 0
 
 
 def _mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
-    except OSError:
+    except (OSError, ValueError):
         return 0.0
+
+
+def _transient(exc: BaseException) -> bool:
+    """Not the file's fault and likely to pass: retry with backoff."""
+    return isinstance(exc, (sqlite3.OperationalError, OSError))
+
+
+def _corrupt(exc: BaseException) -> bool:
+    """SQLite says the index file itself is damaged: rebuild it."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+class _IndexLost(Exception):
+    """The index file is gone, replaced or corrupt; the loop rebuilds it."""
 
 
 class Service:
     def __init__(
         self,
         config: ServiceConfig,
-        dirty: DirtySet | None = None,
+        inbox: Inbox | None = None,
         *,
         watch_status: Callable[[], list[dict[str, Any]]] | None = None,
         watch_warnings: Callable[[], list[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         commits: CommitSignal | None = None,
+        index_problem: str | None = None,
     ) -> None:
         self.config = config
         self.roots = [os.path.normpath(r) for r in config.roots]
-        self.dirty = dirty or DirtySet(clock)
+        self.inbox = inbox or Inbox(clock)
         self._watch_status = watch_status
         self._watch_warnings = watch_warnings
         # Readers waiting for freshness wake on this after each file's commit.
@@ -108,17 +139,19 @@ class Service:
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # the write connection is open
         self.failed: BaseException | None = None
-        self.progress = _Progress()
+        self.progress = _Progress(index_problem=index_problem, index_rebuilds=int(index_problem is not None))
         # Backlog from scans: path -> mtime; drained newest first.
         self._backlog: dict[str, float] = {}
         self._backlog_heap: list[tuple[float, str]] = []  # (-mtime, path); stale items skipped
         self._backlog_bytes = 0
-        self._root_dev: dict[str, int] = {}
-        self._startup_pending = True
+        # Transient failures: path -> (when to retry, attempts so far).
+        self._retries: dict[str, tuple[float, int]] = {}
+        self._guard = RemovalGuard(self.roots)
+        self._catching_up = True  # until the backlog of a full scan is drained
         self._started_at = clock()
+        self._next_scan = 0.0
         self._last_state_write = 0.0
-        self._rebuild_lock = threading.Lock()
-        self._rebuild_requests: list[str | None] = []
+        self._index_id: tuple[int, int] | None = None
         self.last_loop = clock()  # the watchdog ping is tied to this moving
         self._merged_at_bytes = 0
 
@@ -133,7 +166,7 @@ class Service:
         """Finish the current file, commit, close. Joins the thread for at
         most `timeout` seconds; False when it is still running then."""
         self._stop.set()
-        self.dirty.wake()
+        self.inbox.wake()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -148,21 +181,124 @@ class Service:
         return [self._thread] if self._thread is not None else []
 
     def request_reconcile(self, reason: str = "requested") -> None:
-        self.dirty.request_reconcile(reason)
+        self.inbox.request_reconcile(reason)
 
     def request_rebuild(self, path: str | None) -> None:
-        """Re-read `path` (or every known source when None) from scratch; the
-        ingest thread forgets the checkpoint, so the next ingest is a rebuild."""
-        with self._rebuild_lock:
-            self._rebuild_requests.append(path)
-        self.dirty.wake()
+        """Re-read `path` (or every known source when None) from scratch."""
+        self.inbox.request_rebuild(path)
 
-    def _apply_rebuild_requests(self) -> None:
-        with self._rebuild_lock:
-            requests, self._rebuild_requests = self._rebuild_requests, []
+    # -- the ingest thread -------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._open_index()
+        except BaseException as exc:  # surfaced by the daemon's lifecycle loop
+            self.failed = exc
+            log.error("cannot open index %s: %s", self.config.db_path, exc)
+            self.ready.set()
+            return
+        self.ready.set()
+        try:
+            self._loop()
+        except BaseException as exc:
+            self.failed = exc
+            log.exception("ingest thread failed")
+        finally:
+            self._close_index()
+
+    def _loop(self) -> None:
+        """Turns until stopped; the index's own failures are healed here."""
+        start_up = True
+        while not self._stop.is_set():
+            try:
+                if start_up:
+                    start_up = False
+                    self._full_scan("start-up")
+                self._turn()
+            except _IndexLost as lost:
+                self._rebuild_index(str(lost))
+            except sqlite3.OperationalError as exc:
+                # Busy past the timeout, disk full, I/O: nothing was committed; go on shortly.
+                log.warning("index temporarily unusable: %s", exc)
+                self._stop.wait(0.5)
+            except sqlite3.DatabaseError as exc:
+                if not _corrupt(exc):
+                    raise
+                self._rebuild_index(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it")
+
+    def _open_index(self) -> None:
+        conn, problem = open_or_rebuild(self.config.db_path)
+        if problem:
+            self.progress.index_problem = problem
+            self.progress.index_rebuilds += 1
+            log.warning("%s", problem)
+        self.writer = IndexWriter(conn)
+        self.ingestor = Ingestor(
+            self.writer, gone_recheck_delay=self.config.gone_recheck_delay, may_remove=self._guard.may_remove
+        )
+        self._index_id = self._stat_index()
+
+    def _close_index(self) -> None:
+        self.progress.phase = "stopped"
+        try:
+            self._write_state(force=True)
+            self.writer.conn.execute("PRAGMA optimize")
+        except Exception:  # a lost index cannot take its final state; nothing else to do
+            pass
+        self.writer.conn.close()
+
+    def _turn(self) -> None:
+        """One loop turn: commands first, then hinted paths, then a backlog slice."""
+        self.last_loop = self._clock()
+        self._check_index()
+        work = self.inbox.take(self.config.settle, self.config.max_latency)
+        self._apply_rebuilds(work.rebuilds)
+        if work.reconcile or self._clock() >= self._next_scan:
+            self._scan("; ".join(work.reconcile) or "periodic")
+        for directory in work.dirs:
+            self._list_new_dir(directory)
+        due = work.due + self._retries_due()
+        if due:
+            due.sort(key=_mtime, reverse=True)
+            self._batch(due, deadline=None)
+        if self._backlog and not self._stop.is_set():
+            self._batch([], deadline=self._clock() + self.config.batch_seconds)
+            self._write_state()
+            return
+        self._caught_up()
+        self._write_state()
+        if self.inbox.pending() == 0 and self._merge_step():
+            return  # more FTS merging to do; new hints are checked first
+        self._idle(work, bool(due))
+
+    def _idle(self, work: Work, worked: bool) -> None:
+        """Sleep until a command, the next due path, retry or scan, or the heartbeat."""
+        wait_until = min(self._next_scan, self._clock() + self.config.heartbeat_interval)
+        for when in (work.next_due, min((w for w, _ in self._retries.values()), default=None)):
+            if when is not None:
+                wait_until = min(wait_until, when)
+        timeout = max(0.0, wait_until - self._clock())
+        if timeout > 0 and not worked:
+            self.inbox.wait(timeout)
+
+    def _caught_up(self) -> None:
+        """The backlog of a full scan is drained: start-up or a rebuild is done."""
+        if not self._catching_up:
+            return
+        self._catching_up = False
+        if self.progress.startup_seconds is None:
+            self.progress.startup_seconds = round(self._clock() - self._started_at, 3)
+        if self.progress.index_problem:
+            log.info("index rebuilt: %s", self.progress.index_problem)
+            self.progress.index_problem = None
+        self.progress.phase = "idle"
+        self._write_state(force=True)
+
+    def _apply_rebuilds(self, requests: list[str | None]) -> None:
+        """Forget the checkpoints of the named sources, so their next ingest re-reads them."""
         if not requests:
             return
-        paths = set()
+        paths: set[str] = set()
         for path in requests:
             paths.update(self.writer.known_paths() if path is None else [path])
         with self.writer.transaction():
@@ -170,75 +306,44 @@ class Service:
                 record = self.writer.source(path)
                 if record is not None:
                     self.writer.mark_source(record.source_id, "pending", "reindex requested", forget_checkpoint=True)
+        self.commits.notify()
         for path in paths:
-            self.dirty.mark(path)
+            self.inbox.mark(path)
 
-    # -- the ingest thread -------------------------------------------------------
+    # -- the index file ------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _stat_index(self) -> tuple[int, int] | None:
         try:
-            conn = open_writer(self.config.db_path, engine=self.config.engine)
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the daemon's lifecycle loop
-            self.failed = exc
-            log.error("cannot open index %s: %s", self.config.db_path, exc)
-            self.ready.set()
-            return
-        self.writer = IndexWriter(conn)
-        self.ingestor = Ingestor(
-            self.writer, gone_recheck_delay=self.config.gone_recheck_delay, may_remove=self._may_remove
-        )
-        self.ready.set()
-        try:
-            # Sessions whose text documents may lag their rows (a crash between
-            # the two commits) are re-fed before anything else.
-            self.writer.repay_text_debt()
-            self._remember_root_devices()
-            self._scan("start-up", verify_all=True)
-            next_scan = self._clock() + self.config.scan_interval
-            while not self._stop.is_set():
-                now = self._clock()
-                self.last_loop = now
-                self._apply_rebuild_requests()
-                reasons = self.dirty.take_reconcile()
-                if reasons or now >= next_scan:
-                    self._scan("; ".join(reasons) or "periodic")
-                    next_scan = self._clock() + self.config.scan_interval
-                for d in self.dirty.take_dirs():
-                    self._list_new_dir(d)
-                due, next_due = self.dirty.take_due(self.config.settle, self.config.max_latency)
-                if due:
-                    due.sort(key=_mtime, reverse=True)
-                    self._batch(due, deadline=None)
-                if self._backlog and not self._stop.is_set():
-                    self._batch([], deadline=self._clock() + self.config.batch_seconds)
-                    self._write_state()
-                    continue
-                if self._startup_pending:
-                    self._startup_pending = False
-                    self.progress.startup_seconds = round(self._clock() - self._started_at, 3)
-                    self.progress.phase = "idle"
-                    self._write_state(force=True)
-                self._write_state()
-                if self.dirty.pending() == 0 and self._merge_step():
-                    continue  # more FTS merging to do; new hints are checked first
-                wait_until = next_scan
-                if next_due is not None:
-                    wait_until = min(wait_until, next_due)
-                wait_until = min(wait_until, self._clock() + self.config.heartbeat_interval)
-                timeout = max(0.0, wait_until - self._clock())
-                if timeout > 0 and not due:
-                    self.dirty.wait(timeout)
-        except BaseException as exc:
-            self.failed = exc
-            log.exception("ingest thread failed")
-        finally:
-            self.progress.phase = "stopped"
-            try:
-                self._write_state(force=True)
-                conn.execute("PRAGMA optimize")
-            except Exception:  # noqa: BLE001, S110 - best effort while stopping; the index stays valid without it
-                pass
-            self.writer.close()
+            st = os.stat(self.config.db_path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _check_index(self) -> None:
+        """A stat per turn: the file we write must still be the index readers open."""
+        if self._stat_index() != self._index_id:
+            raise _IndexLost("the index file was removed or replaced while piwatchd ran; rebuilding it")
+
+    def _rebuild_index(self, reason: str) -> None:
+        log.error("%s", reason)
+        self.progress.index_problem = reason
+        self.progress.index_rebuilds += 1
+        self.progress.phase = "rebuilding"
+        self.writer.conn.close()
+        discard_index(self.config.db_path)
+        prepare_index_path(self.config.db_path)
+        self._open_index()
+        self._backlog.clear()
+        self._backlog_heap.clear()
+        self._retries.clear()
+        self.progress.errors.clear()
+        self._full_scan("index rebuild")
+        self.commits.notify()
+
+    def _full_scan(self, reason: str) -> None:
+        """Queue every file; the phase says so until the backlog is drained."""
+        self._catching_up = True
+        self._scan(reason, verify_all=True)
 
     # -- FTS segment merging -------------------------------------------------------
 
@@ -249,7 +354,7 @@ class Service:
         index); once the backlog is gone, idle time merges the segments so
         queries touch few of them. Returns True while there is more to merge.
         """
-        if self.writer.engine != "fts5" or self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
+        if self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
             return False
         conn = self.writer.conn
         before = conn.total_changes
@@ -268,37 +373,19 @@ class Service:
         Each file commits on its own: wrapping several in one transaction made
         every file a savepoint, whose page journaling cost ~15% of a cold index.
         """
-        self.progress.phase = "ingesting"
-        done: list[str] = []
-        path: str | None
-        try:
-            for path in paths:
-                self._backlog_pop(path)
-                self._ingest_one(path)
-                done.append(path)
-            while deadline is not None and self._backlog and self._clock() < deadline:
-                path = self._backlog_next()
-                if path is None:
-                    break
-                self._backlog_pop(path)
-                self._ingest_one(path)
-                done.append(path)
-                if self._stop.is_set():
-                    break
-        except Exception as exc:  # noqa: BLE001 - logged; the files are marked dirty again
-            # BEGIN/COMMIT failed (say another writer held the lock past the
-            # busy timeout): that file is not committed; retry later.
-            log.warning("ingest stopped after %d files: %s", len(done), exc)
-            for path in paths:
-                if path not in done:
-                    self.dirty.mark(path)
-            self._stop.wait(0.5)
-            return
-        # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL.
-        if self.writer.flush_text(idle=not self._backlog):
-            self.commits.notify()  # what waiters wait for is searchable now
+        self.progress.phase = "rebuilding" if self.progress.index_problem else "ingesting"
+        for path in paths:
+            self._backlog_pop(path)
+            self._ingest_one(path)
+        while deadline is not None and self._backlog and self._clock() < deadline and not self._stop.is_set():
+            path = self._backlog_next()
+            if path is None:
+                break
+            self._backlog_pop(path)
+            self._ingest_one(path)
         self.progress.batches += 1
-        self.progress.phase = "idle"
+        if not self.progress.index_problem:
+            self.progress.phase = "idle"
 
     def _backlog_add(self, path: str, mtime: float) -> None:
         self._backlog[path] = mtime
@@ -322,22 +409,15 @@ class Service:
     def _ingest_one(self, path: str) -> IngestOutcome | None:
         try:
             outcome = self.ingestor.ingest(path)
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                log.exception("ingesting %s failed", path)
-                self._file_error(path, f"{type(exc).__name__}: {exc}")
-                return None
-            # Another writer held the database past the busy timeout: nothing
-            # of this file was committed; try it again shortly.
-            log.warning("database busy while ingesting %s; will retry", path)
-            self.dirty.mark(path)
-            self._stop.wait(0.5)
-            return None
-        except Exception as exc:  # a bug or an I/O surprise must not stop the service
-            log.exception("ingesting %s failed", path)
-            self._file_error(path, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            if _corrupt(exc):
+                raise _IndexLost(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it") from exc
+            if not _transient(exc):
+                raise  # Ingestor contains every error of a file; anything else is a bug to surface
+            self._retry_later(path, exc)
             return None
         self.commits.notify()
+        self._retries.pop(path, None)
         self.progress.files_ingested += 1
         self.progress.bytes_ingested += outcome.bytes_read
         self.progress.events_ingested += outcome.events
@@ -346,9 +426,28 @@ class Service:
             log.info("%s: %s (%s)", outcome.state, path, outcome.error)
         else:
             self.progress.errors.pop(path, None)
-        if outcome.change.value not in ("unchanged",):
+        if outcome.change.value != "unchanged":
             log.debug("%s %s: %d events, %d bytes", outcome.change.value, path, outcome.events, outcome.bytes_read)
         return outcome
+
+    def _retry_later(self, path: str, exc: BaseException) -> None:
+        """Nothing of this file was committed (busy, disk full, I/O): try it
+        again after a growing delay, whatever the watcher or the scans do."""
+        _, attempts = self._retries.get(path, (0.0, 0))
+        attempts += 1
+        delay = retry_delay(attempts)
+        self._retries[path] = (self._clock() + delay, attempts)
+        self.progress.retries += 1
+        message = f"{type(exc).__name__}: {excerpt(str(exc), 120)}; retry {attempts} in {delay:g}s"
+        self._file_error(path, message)
+        log.warning("ingesting %s failed: %s", path, message)
+
+    def _retries_due(self) -> list[str]:
+        now = self._clock()
+        due = [path for path, (when, _) in self._retries.items() if when <= now]
+        for path in due:
+            self._backlog_pop(path)
+        return due
 
     def _file_error(self, path: str, message: str) -> None:
         errors = self.progress.errors
@@ -360,60 +459,20 @@ class Service:
     # -- scans -------------------------------------------------------------------
 
     def _scan(self, reason: str, verify_all: bool = False) -> None:
-        """Queue every file whose stat differs from its checkpoint (all files
-        when `verify_all`: a restart re-proves each checkpoint by its hashes,
-        which reads a few KB per file, never the file)."""
-        started = self._clock()
-        self.progress.phase = "scanning"
-        known = {
-            row[0]: row[1:]
-            for row in self.writer.conn.execute(
-                "SELECT path, dev, ino, size, mtime_ns, state, consumed FROM sources"
-            )
-        }
-        listable = [r for r in self.roots if root_is_listable(r)]
-        seen: set[str] = set()
-        queued = missed = 0
-        for root in listable:
-            for path in iter_session_files(root):
-                if path in seen:
-                    continue
-                seen.add(path)
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    st = None
-                row = known.get(path)
-                changed = (
-                    row is None
-                    or st is None
-                    or row[4] != "ok"
-                    or (row[0], row[1], row[2], row[3]) != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                )
-                if changed or verify_all:
-                    queued += 1
-                    if changed and not verify_all and row is not None and row[4] == "ok":
-                        missed += 1  # a change the watcher did not report (yet)
-                    self._backlog_add(path, st.st_mtime if st else 0.0)
-                    if st is not None:
-                        self._backlog_bytes += max(0, st.st_size - (row[5] if row else 0))
-        for path in known:
-            if path not in seen and any(is_under(path, r) for r in listable):
-                queued += 1
-                self._backlog_add(path, 0.0)
-        self.progress.files_known = len(seen)
+        """Queue what the reconciliation scan found (all files when `verify_all`:
+        a restart re-proves each checkpoint by its hashes, a few KB per file)."""
+        if not self._catching_up:
+            self.progress.phase = "scanning"
+        result = scan(self.writer.conn, self.roots, verify_all=verify_all)
+        for path, mtime, unread in result.queue:
+            self._backlog_add(path, mtime)
+            self._backlog_bytes += unread
+        self.progress.files_known = result.files
         self.progress.scans += 1
-        self.progress.missed_by_events += missed
-        self.progress.last_scan = {
-            "reason": reason,
-            "at_ms": int(time.time() * 1000),
-            "seconds": round(self._clock() - started, 3),
-            "files": len(seen),
-            "queued": queued,
-            "missed_by_events": missed,
-            "roots_unavailable": [r for r in self.roots if r not in listable],
-        }
-        log.info("scan (%s): %d files, %d queued in %.2fs", reason, len(seen), queued, self._clock() - started)
+        self.progress.missed_by_events += result.missed
+        self.progress.last_scan = result.report(reason)
+        self._next_scan = self._clock() + self.config.scan_interval
+        log.info("scan (%s): %d files, %d queued in %.2fs", reason, result.files, len(result.queue), result.seconds)
         self._write_state(force=True)
 
     def _list_new_dir(self, directory: str) -> None:
@@ -423,37 +482,7 @@ class Service:
         except OSError:
             return
         for path in names:
-            self.dirty.mark(path)
-
-    # -- removal guard -----------------------------------------------------------
-
-    def _remember_root_devices(self) -> None:
-        for root in self.roots:
-            try:
-                self._root_dev[root] = os.stat(root).st_dev
-            except OSError:
-                pass
-
-    def _may_remove(self, path: str) -> bool:
-        """An absent file proves it is gone only if its root is present, on the
-        same device as before (not an empty mount point), and not empty."""
-        for root in self.roots:
-            if not is_under(path, root):
-                continue
-            if not root_is_listable(root):
-                break
-            try:
-                dev = os.stat(root).st_dev
-            except OSError:
-                break
-            if self._root_dev.setdefault(root, dev) != dev:
-                break
-            if next(iter_session_files(root), None) is None:
-                # Every file of a root vanishing at once looks like an unmount.
-                break
-            return True
-        self.progress.removals_vetoed += 1
-        return False
+            self.inbox.mark(path)
 
     # -- progress ----------------------------------------------------------------
 
@@ -475,19 +504,24 @@ class Service:
             "bytes_ingested": p.bytes_ingested,
             "events_ingested": p.events_ingested,
             "batches": p.batches,
-            "backlog_files": len(self._backlog) + self.dirty.pending(),
+            "backlog_files": len(self._backlog) + self.inbox.pending(),
             "backlog_bytes": self._backlog_bytes if self._backlog else 0,
             "scans": p.scans,
             "last_scan": p.last_scan,
             "startup_seconds": p.startup_seconds,
             "missed_by_events": p.missed_by_events,
-            "removals_vetoed": p.removals_vetoed,
+            "removals_vetoed": self._guard.vetoed,
+            "retrying": len(self._retries),
+            "retries": p.retries,
+            "index_problem": p.index_problem,
+            "index_rebuilds": p.index_rebuilds,
             "errors": dict(p.errors),
         }
 
     def _write_state(self, force: bool = False) -> None:
         now = self._clock()
-        interval = self.config.state_interval if self._backlog or self.progress.phase != "idle" else self.config.heartbeat_interval
+        busy = self._backlog or self.progress.phase != "idle"
+        interval = self.config.state_interval if busy else self.config.heartbeat_interval
         if not force and now - self._last_state_write < interval:
             return
         self._last_state_write = now
@@ -499,5 +533,7 @@ class Service:
                     " ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ms=excluded.updated_ms",
                     (STATE_KEY, value, int(time.time() * 1000)),
                 )
-        except Exception as exc:  # noqa: BLE001 - progress reporting must never stop ingestion
+        except sqlite3.Error as exc:
+            if _corrupt(exc):
+                raise _IndexLost(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it") from exc
             log.warning("cannot record service state: %s", exc)

@@ -5,7 +5,7 @@ silently, coalesces, and reports renames as pairs or as create/delete); they
 only say *where* to look. The ingest thread classifies each path itself, and a
 reconciliation scan converges whatever the events missed.
 
-Handlers run on watchdog's threads, so they only touch the `DirtySet`.
+Handlers run on watchdog's threads, so they only post to the `Inbox`.
 `refresh()` (called periodically by the main thread) re-establishes watches
 on roots that appeared, were recreated, or whose emitter died, and asks for a
 reconciliation whenever a watch had to be (re)started: events may have been
@@ -35,7 +35,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from .dirty import DirtySet
+from .inbox import Inbox
 from .source.discovery import is_session_filename
 
 __all__ = ["Watcher", "EventRouter"]
@@ -61,11 +61,11 @@ def _text(path: Any) -> str:
 
 
 class EventRouter(FileSystemEventHandler):
-    """Maps one watchdog event to dirty-set marks (no I/O, O(1))."""
+    """Maps one watchdog event to inbox marks (no I/O, O(1))."""
 
-    def __init__(self, dirty: DirtySet) -> None:
+    def __init__(self, inbox: Inbox) -> None:
         super().__init__()
-        self.dirty = dirty
+        self.inbox = inbox
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         src = _text(event.src_path)
@@ -73,14 +73,14 @@ class EventRouter(FileSystemEventHandler):
         if event.is_directory:
             if event.event_type in ("created", "moved"):
                 # Files may land in a new folder before its watch exists.
-                self.dirty.mark_dir(dest or src)
+                self.inbox.mark_dir(dest or src)
             if event.event_type in ("deleted", "moved"):
                 # Sessions under it are absent now, or moved elsewhere.
-                self.dirty.request_reconcile(f"directory {event.event_type}: {src}")
+                self.inbox.request_reconcile(f"directory {event.event_type}: {src}")
             return
         for path in (src, dest):
             if path and is_session_filename(os.path.basename(path)):
-                self.dirty.mark(path)
+                self.inbox.mark(path)
 
 
 @dataclass(slots=True)
@@ -94,10 +94,10 @@ class Watcher:
     """One observer for all roots (each observer costs an inotify instance),
     plus a polling observer for roots the kernel refuses to watch."""
 
-    def __init__(self, roots: list[str], dirty: DirtySet, *, polling_interval: float = 2.0) -> None:
+    def __init__(self, roots: list[str], inbox: Inbox, *, polling_interval: float = 2.0) -> None:
         self.roots = [os.path.normpath(r) for r in roots]
-        self.dirty = dirty
-        self.router = EventRouter(dirty)
+        self.inbox = inbox
+        self.router = EventRouter(inbox)
         self._observer = Observer()
         self._poller: PollingObserver | None = None
         self._polling_interval = polling_interval
@@ -146,7 +146,7 @@ class Watcher:
                 for root in self.roots:
                     self._ensure(root)
                 self._observer.start()
-                self.dirty.request_reconcile("watch observer restarted")
+                self.inbox.request_reconcile("watch observer restarted")
                 return
             for root in self.roots:
                 self._ensure(root)
@@ -200,7 +200,7 @@ class Watcher:
             self._watches[root] = _RootWatch(watch, st.st_ino, "polling")
         if current is not None or self._observer.is_alive():
             # Whatever happened while the root was unwatched is unknown.
-            self.dirty.request_reconcile(f"watch started on {root}")
+            self.inbox.request_reconcile(f"watch started on {root}")
 
     def _drop(self, root: str, rw: _RootWatch) -> None:
         observer = self._poller if rw.backend == "polling" else self._observer

@@ -43,8 +43,10 @@ def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
 
 
 class Daemon:
-    def __init__(self, root: Path, db: Path, *, user: int | None = None, scan_interval: float = 60.0):
+    def __init__(self, root: Path, db: Path, *, user: int | None = None, scan_interval: float = 60.0,
+                 socket: Path | None = None):
         self.root, self.db, self.user, self.scan_interval = root, db, user, scan_interval
+        self.socket = socket or db.parent / "d.sock"
         self.proc: subprocess.Popen | None = None
         self.log = db.parent / "daemon.log"
 
@@ -53,7 +55,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [PIWATCHD, "--sessions", str(self.root), "--db", str(self.db), "--settle", "0.05",
              "--max-latency", "0.3", "--scan-interval", str(self.scan_interval), "--log-level", "debug",
-             "--socket", str(self.db.parent / "d.sock")],
+             "--socket", str(self.socket)],
             stdout=self._log_fh, stderr=subprocess.STDOUT, user=self.user,
         )
         if wait:

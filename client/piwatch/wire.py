@@ -541,6 +541,10 @@ class ServiceStatus(Wire):
     startup_seconds: float | None = None
     missed_by_events: int | None = None
     removals_vetoed: int | None = None
+    retrying: int | None = None  # files waiting for a retry after a transient failure
+    retries: int | None = None
+    index_problem: str | None = None  # set while a lost or corrupt index is rebuilt: unhealthy
+    index_rebuilds: int | None = None
     errors: dict[str, str] = {}
 
 

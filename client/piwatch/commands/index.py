@@ -41,7 +41,13 @@ def run(ns: argparse.Namespace) -> int:
         if outcome.error and not ns.quiet and not ns.json:
             print(f"\n{outcome.state}: {outcome.path}: {outcome.error}", file=stderr)
 
-    summary = index_once(ns.db, ns.sessions, progress=progress)
+    from piwatchd.indexfile import IndexBusy
+
+    try:
+        summary = index_once(ns.db, ns.sessions, progress=progress)
+    except IndexBusy as exc:
+        print(f"piwatch: {exc}: piwatchd keeps it current (`piwatch reindex` re-reads everything)", file=stderr)
+        return 1
     if ns.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -56,6 +62,8 @@ def run(ns: argparse.Namespace) -> int:
         if summary["diagnostics"]:
             print(f"{summary['diagnostics']} lines skipped or repaired (see `piwatch status`)")
         print(f"index: {summary['db']}")
+        for root in summary.get("rootsUnavailable", []):
+            print(f"piwatch: sessions directory {root} is not available; its indexed sessions were kept", file=stderr)
     return 0
 
 

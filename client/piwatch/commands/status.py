@@ -58,6 +58,8 @@ def format_status(st: StatusResult) -> str:
         )
         if st.bytes is not None and st.bytes.backlog > 0:
             out.append(f"  indexing {_bar(st.bytes.ingested, st.bytes.ingested + st.bytes.backlog)}")
+        if svc.index_problem:
+            out.append(f"  UNHEALTHY {svc.index_problem}")
         for w in svc.warnings:
             out.append(f"  warning  {w}")
         for path, err in list(svc.errors.items())[:10]:
@@ -110,7 +112,9 @@ def _local(db: str | None) -> StatusResult | None:
 
 def _unhealthy(st: StatusResult) -> bool:
     service = st.service
-    return (not st.ready) or (service is not None and (bool(service.errors) or service.phase in ("failed", "stopped")))
+    return (not st.ready) or (service is not None and (
+        bool(service.errors or service.index_problem) or service.phase in ("failed", "stopped", "rebuilding")
+    ))
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -1,10 +1,16 @@
-"""The dirty set: where watcher hints meet the ingest thread.
+"""The ingest thread's one inbox: every command from any other thread.
 
-Observer threads only call `mark*` (O(1), no I/O). The ingest thread asks
-which paths are *due*: quiet for `settle` seconds, or first marked at least
-`max_latency` ago. The second rule is why a debouncer that restarts its
-timer on every event is not enough: a file Pi appends to continuously would
-never settle, so it would never be ingested.
+Producers (watchdog's observer threads, request threads, signal handlers)
+only post here: O(1), no I/O. The ingest thread takes everything due in one
+`take()` and sleeps in `wait()` until something arrives.
+
+Commands: a path changed (`mark`, coalesced with a settle delay and a max
+latency), a directory appeared (`mark_dir`), reconcile everything
+(`request_reconcile`), re-read a file or everything from scratch
+(`request_rebuild`). Paths are *due* when quiet for `settle` seconds, or first
+marked at least `max_latency` ago. The second rule is why a debouncer that
+restarts its timer on every event is not enough: a file Pi appends to
+continuously would never settle, so it would never be ingested.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-__all__ = ["DirtySet", "due_paths"]
+__all__ = ["Inbox", "Work", "due_paths"]
 
 
 def due_paths(
@@ -32,13 +39,25 @@ def due_paths(
     return due, next_due
 
 
-class DirtySet:
+@dataclass(slots=True)
+class Work:
+    """Everything one `take()` drained, in the order the ingest thread acts on it."""
+
+    rebuilds: list[str | None] = field(default_factory=list)  # None: every known source
+    reconcile: list[str] = field(default_factory=list)  # reasons
+    dirs: list[str] = field(default_factory=list)
+    due: list[str] = field(default_factory=list)
+    next_due: float | None = None  # when the next marked path becomes due
+
+
+class Inbox:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._cond = threading.Condition()
         self._marks: dict[str, tuple[float, float]] = {}
         self._dirs: set[str] = set()
         self._reconcile: list[str] = []
+        self._rebuilds: list[str | None] = []
         self.events_seen = 0
 
     # -- producers (any thread) ----------------------------------------------
@@ -63,40 +82,35 @@ class DirtySet:
                 self._reconcile.append(reason)
             self._cond.notify()
 
+    def request_rebuild(self, path: str | None) -> None:
+        """Re-read `path` (every known source when None) from scratch."""
+        with self._cond:
+            self._rebuilds.append(path)
+            self._cond.notify()
+
     def wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
 
-    # -- consumer (the ingest thread) ----------------------------------------
+    # -- the consumer (the ingest thread) -------------------------------------
 
-    def take_due(self, settle: float, max_latency: float) -> tuple[list[str], float | None]:
+    def take(self, settle: float, max_latency: float) -> Work:
         with self._cond:
             due, next_due = due_paths(self._marks, self._clock(), settle, max_latency)
             for path in due:
                 del self._marks[path]
-            return due, next_due
-
-    def take_dirs(self) -> list[str]:
-        with self._cond:
-            dirs, self._dirs = sorted(self._dirs), set()
-            return dirs
-
-    def take_reconcile(self) -> list[str]:
-        with self._cond:
-            reasons, self._reconcile = self._reconcile, []
-            return reasons
-
-    def discard(self, path: str) -> None:
-        with self._cond:
-            self._marks.pop(path, None)
+            work = Work(self._rebuilds, self._reconcile, sorted(self._dirs), due, next_due)
+            self._rebuilds, self._reconcile, self._dirs = [], [], set()
+            return work
 
     def pending(self) -> int:
+        """Marked paths not yet taken."""
         with self._cond:
             return len(self._marks)
 
     def wait(self, timeout: float | None) -> None:
-        """Sleep until a producer signals or `timeout` passes."""
+        """Sleep until a producer posts or `timeout` passes."""
         with self._cond:
-            if self._dirs or self._reconcile:
+            if self._dirs or self._reconcile or self._rebuilds:
                 return
             self._cond.wait(timeout)

@@ -1,0 +1,59 @@
+"""The pure scheduling rules: which hinted paths are due (settle + max
+latency), what one `take()` drains, and the retry backoff."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from piwatchd.inbox import Inbox, due_paths
+from piwatchd.service import RETRY_MAX_SECONDS, retry_delay
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_due_paths_table():
+    marks = {"quiet": (0.0, 1.0), "busy": (0.0, 9.9), "new": (9.95, 9.95)}
+    # settle 0.5: "quiet" settled; "busy" never settles but reached max latency 5; "new" waits.
+    due, next_due = due_paths(marks, 10.0, 0.5, 5.0)
+    assert sorted(due) == ["busy", "quiet"] and next_due == 10.45
+
+
+@given(st.floats(0, 10), st.floats(0.01, 10), st.lists(st.floats(0, 100), min_size=1, max_size=20))
+def test_a_continuously_marked_path_is_due_within_max_latency(settle, max_latency, gaps):
+    first = 0.0
+    last = first + sum(g for g in gaps if g < settle)  # marks never quiet for `settle`
+    due, next_due = due_paths({"p": (first, last)}, first + max_latency, settle, max_latency)
+    assert due == ["p"] or (next_due is not None and next_due <= first + max_latency)
+
+
+def test_one_take_drains_every_command_kind():
+    clock = Clock()
+    inbox = Inbox(clock)
+    inbox.mark("/a.jsonl")
+    inbox.mark_dir("/d")
+    inbox.request_reconcile("SIGHUP")
+    inbox.request_reconcile("SIGHUP")  # coalesced
+    inbox.request_rebuild(None)
+    clock.now += 1.0
+    work = inbox.take(0.1, 1.0)
+    assert (work.rebuilds, work.reconcile, work.dirs, work.due) == ([None], ["SIGHUP"], ["/d"], ["/a.jsonl"])
+    empty = inbox.take(0.1, 1.0)
+    assert (empty.rebuilds, empty.reconcile, empty.dirs, empty.due, empty.next_due) == ([], [], [], [], None)
+    assert inbox.pending() == 0
+
+
+@given(st.integers(1, 10_000))
+def test_retry_delay_grows_and_is_capped(attempt):
+    assert 0.5 <= retry_delay(attempt) <= RETRY_MAX_SECONDS
+    assert retry_delay(attempt + 1) >= retry_delay(attempt)
+
+
+def test_retry_delay_table():
+    assert [retry_delay(n) for n in (1, 2, 3, 4, 6, 8, 50)] == [0.5, 1.0, 2.0, 4.0, 16.0, 60.0, 60.0]

@@ -1,0 +1,179 @@
+"""Self-healing with truthful health, and one writer per index (issue 10
+item 7, issue 11 "one reconciliation scan"), against piwatchd as a process.
+
+Variants per class: the index deleted while running / corrupt at start
+(garbage, zeroed header); a transient failure (the database locked by
+another process) retried with backoff long before the next scan; the socket
+file removed / its whole directory removed / SIGHUP; `index --once` refused
+beside a running daemon and vetoing removals the way the daemon does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
+
+from piwatch.client import Client
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def session(sid: str, word: str) -> bytes:
+    return jsonl(v3_header(sid), msg(f"{sid}-a", None, "user", f"{word} opening"))
+
+
+def status(live) -> dict:
+    with Client(live.db.parent / "d.sock", timeout=10) as c:
+        return c.status()
+
+
+def cli_status_rc(live) -> int:
+    out = subprocess.run([PIWATCH, "status", "--socket", str(live.db.parent / "d.sock")],
+                         capture_output=True, text=True, timeout=60)
+    return out.returncode
+
+
+def many_sessions(live, n: int) -> None:
+    folder = live.root / FOLDER
+    for i in range(n):
+        (folder / f"bulk{i:05d}.jsonl").write_bytes(
+            session(f"bulk-{i}", "bulk") + jsonl(*(msg(f"bulk-{i}-{k}", f"bulk-{i}-a", "assistant",
+                                                       [{"type": "text", "text": f"filler {k} " * 20}])
+                                                   for k in range(5))))
+
+
+def test_index_deleted_while_running_is_rebuilt_and_reported(live):
+    many_sessions(live, 1500)
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    assert cli_status_rc(live) == 0
+    for suffix in ("", "-wal", "-shm"):
+        p = live.db.with_name(live.db.name + suffix)
+        if p.exists():
+            p.unlink()
+    seen_unhealthy = False
+
+    def healed():
+        nonlocal seen_unhealthy
+        svc = status(live)["service"]
+        if svc["index_problem"] or svc["phase"] == "rebuilding":
+            seen_unhealthy = seen_unhealthy or cli_status_rc(live) == 2
+            return False
+        return svc["index_rebuilds"] == 1 and svc["phase"] == "idle"
+
+    poll(healed, 90, interval=0.05, message="index rebuilt")
+    assert seen_unhealthy, "status never said unhealthy while the index was rebuilt"
+    assert "removed or replaced" in d.log.read_text()
+    assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
+    assert len(q(live.db, "SELECT 1 FROM sessions")) == 1501
+    with open(live.path, "ab") as fh:
+        fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "narwhal after the rebuild")))
+    poll(lambda: search_cli(live.db, "narwhal") == [("s-1", "s-1-b")])
+    assert cli_status_rc(live) == 0
+    assert d.stop() == 0
+
+
+@pytest.mark.parametrize("damage", ["garbage", "zeroed-header"])
+def test_corrupt_index_at_start_is_rebuilt(live, damage):
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    assert d.stop() == 0
+    if damage == "garbage":
+        live.db.write_bytes(os.urandom(64 * 1024))
+    else:
+        with open(live.db, "r+b") as fh:
+            fh.write(b"\0" * 100)
+    d = live.daemon()
+    poll(lambda: status(live)["service"]["phase"] == "idle")
+    svc = status(live)["service"]
+    assert svc["index_rebuilds"] == 1 and svc["index_problem"] is None
+    assert "the index was corrupt" in d.log.read_text()
+    assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
+    assert d.stop() == 0
+
+
+def test_transient_failure_is_retried_with_backoff_not_at_the_next_scan(live):
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()  # scan interval 60 s: a retry must come much sooner
+    blocker = sqlite3.connect(live.db, timeout=1, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the index past the 5 s busy timeout
+    try:
+        with open(live.path, "ab") as fh:
+            fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "heron while locked")))
+        poll(lambda: any("retry" in e for e in status(live)["service"]["errors"].values()), 30,
+             message="a scheduled retry in status")
+        assert cli_status_rc(live) == 2
+        time.sleep(1.0)  # a couple of backoff rounds fail too
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    released = time.monotonic()
+    poll(lambda: search_cli(live.db, "heron") == [("s-1", "s-1-b")], 30, message="indexed after the lock went")
+    assert time.monotonic() - released < 30 < 60
+    poll(lambda: not status(live)["service"]["errors"], 10, message="the error cleared")
+    assert status(live)["service"]["retries"] >= 1
+    assert d.stop() == 0
+
+
+@pytest.mark.parametrize("how", ["socket-removed", "directory-removed", "sighup"])
+def test_removed_socket_is_bound_again(live, how):
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    sock = live.db.parent / "d.sock"
+    before = sock.stat().st_ino
+    if how == "socket-removed":
+        sock.unlink()
+    elif how == "directory-removed":
+        run_dir = live.base / "run"
+        d.stop()
+        sock = run_dir / "d.sock"
+        d = live.daemon(socket=sock)
+        before = sock.stat().st_ino
+        shutil.rmtree(run_dir)
+    else:
+        d.proc.send_signal(signal.SIGHUP)
+    poll(lambda: sock.exists() and sock.stat().st_ino != before, 10, message="socket bound again")
+    with Client(sock, timeout=10) as c:
+        assert c.status()["service"]["pid"] == d.proc.pid
+    assert d.stop() == 0
+
+
+def test_index_once_is_never_a_second_writer(live):
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "being indexed by another process" in out.stderr, out
+    assert f"pid {d.proc.pid}" in out.stderr and "Traceback" not in out.stderr
+    assert d.stop() == 0
+    out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("gone", ["root-missing", "root-empty"])
+def test_index_once_vetoes_removals_like_the_daemon(live, gone):
+    live.path.write_bytes(session("s-1", "walrus"))
+    args = [PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db), "--json"]
+    assert subprocess.run(args, capture_output=True, timeout=60).returncode == 0
+    away = live.base / "away"
+    if gone == "root-missing":
+        live.root.rename(away)  # an unmounted or renamed sessions folder
+    else:
+        shutil.move(str(live.root / FOLDER), str(away))  # every file gone at once: looks unmounted
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if gone == "root-missing":  # named explicitly: refused, nothing touched
+        assert out.returncode == 2 and "no sessions directory" in out.stderr
+    else:
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["removed"] == 0
+    assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
