@@ -130,7 +130,7 @@ def open_or_rebuild(db_path: str | os.PathLike) -> tuple[sqlite3.Connection, str
     from .index.schema import open_writer
 
     try:
-        conn = open_writer(db_path)
+        conn = open_writer(Path(db_path))
         conn.execute("SELECT count(*) FROM sources").fetchone()
         return conn, None
     except sqlite3.OperationalError:
@@ -139,4 +139,4 @@ def open_or_rebuild(db_path: str | os.PathLike) -> tuple[sqlite3.Connection, str
         problem = f"the index was corrupt ({exc}); rebuilding it from the session files"
     discard_index(db_path)
     prepare_index_path(db_path)
-    return open_writer(db_path), problem
+    return open_writer(Path(db_path)), problem

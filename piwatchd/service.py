@@ -192,7 +192,7 @@ class Service:
     def _run(self) -> None:
         try:
             self._open_index()
-        except BaseException as exc:  # surfaced by the daemon's lifecycle loop
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the daemon's lifecycle loop
             self.failed = exc
             log.error("cannot open index %s: %s", self.config.db_path, exc)
             self.ready.set()
@@ -243,7 +243,7 @@ class Service:
         try:
             self._write_state(force=True)
             self.writer.conn.execute("PRAGMA optimize")
-        except Exception:  # a lost index cannot take its final state; nothing else to do
+        except Exception:  # noqa: BLE001, S110 - best effort while stopping: a lost index cannot take its state
             pass
         self.writer.conn.close()
 
@@ -378,11 +378,11 @@ class Service:
             self._backlog_pop(path)
             self._ingest_one(path)
         while deadline is not None and self._backlog and self._clock() < deadline and not self._stop.is_set():
-            path = self._backlog_next()
-            if path is None:
+            queued = self._backlog_next()
+            if queued is None:
                 break
-            self._backlog_pop(path)
-            self._ingest_one(path)
+            self._backlog_pop(queued)
+            self._ingest_one(queued)
         self.progress.batches += 1
         if not self.progress.index_problem:
             self.progress.phase = "idle"

@@ -3,8 +3,7 @@ latency), what one `take()` drains, and the retry backoff."""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from piwatchd.inbox import Inbox, due_paths
 from piwatchd.service import RETRY_MAX_SECONDS, retry_delay

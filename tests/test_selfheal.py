@@ -20,9 +20,8 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
-from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
-
 from piwatch.client import Client
+from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 
