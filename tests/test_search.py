@@ -158,6 +158,9 @@ def test_rewrite_that_cannot_be_parsed_keeps_last_good_index(index_dir):
 
 def test_rewrite_rebuilds_and_removal_needs_absence(index_dir):
     path = index_dir.write("a.jsonl", basic())
+    # Another session keeps the root non-empty: a root whose every file vanished
+    # looks unmounted, and the one scan (daemon and index --once) vetoes removals there.
+    index_dir.write("other.jsonl", session("s-other", "/work/proj", msg("o1", None, "user", "other")))
     index_dir.index()
     path.write_bytes(session("s-1", "/work/proj", msg("n1", None, "user", "brand new content")))
     index_dir.index()
