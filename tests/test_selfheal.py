@@ -30,7 +30,7 @@ def session(sid: str, word: str) -> bytes:
     return jsonl(v3_header(sid), msg(f"{sid}-a", None, "user", f"{word} opening"))
 
 
-def status(live) -> dict:
+def status(live):
     with Client(live.db.parent / "d.sock", timeout=10) as c:
         return c.status()
 
@@ -63,11 +63,11 @@ def test_index_deleted_while_running_is_rebuilt_and_reported(live):
 
     def healed():
         nonlocal seen_unhealthy
-        svc = status(live)["service"]
-        if svc["index_problem"] or svc["phase"] == "rebuilding":
+        svc = status(live).service
+        if svc.index_problem or svc.phase == "rebuilding":
             seen_unhealthy = seen_unhealthy or cli_status_rc(live) == 2
             return False
-        return svc["index_rebuilds"] == 1 and svc["phase"] == "idle"
+        return svc.index_rebuilds == 1 and svc.phase == "idle"
 
     poll(healed, 90, interval=0.05, message="index rebuilt")
     assert seen_unhealthy, "status never said unhealthy while the index was rebuilt"
@@ -92,9 +92,9 @@ def test_corrupt_index_at_start_is_rebuilt(live, damage):
         with open(live.db, "r+b") as fh:
             fh.write(b"\0" * 100)
     d = live.daemon()
-    poll(lambda: status(live)["service"]["phase"] == "idle")
-    svc = status(live)["service"]
-    assert svc["index_rebuilds"] == 1 and svc["index_problem"] is None
+    poll(lambda: status(live).service.phase == "idle")
+    svc = status(live).service
+    assert svc.index_rebuilds == 1 and svc.index_problem is None
     assert "the index was corrupt" in d.log.read_text()
     assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
     assert d.stop() == 0
@@ -108,7 +108,7 @@ def test_transient_failure_is_retried_with_backoff_not_at_the_next_scan(live):
     try:
         with open(live.path, "ab") as fh:
             fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "heron while locked")))
-        poll(lambda: any("retry" in e for e in status(live)["service"]["errors"].values()), 30,
+        poll(lambda: any("retry" in e for e in status(live).service.errors.values()), 30,
              message="a scheduled retry in status")
         assert cli_status_rc(live) == 2
         time.sleep(1.0)  # a couple of backoff rounds fail too
@@ -118,8 +118,8 @@ def test_transient_failure_is_retried_with_backoff_not_at_the_next_scan(live):
     released = time.monotonic()
     poll(lambda: search_cli(live.db, "heron") == [("s-1", "s-1-b")], 30, message="indexed after the lock went")
     assert time.monotonic() - released < 30 < 60
-    poll(lambda: not status(live)["service"]["errors"], 10, message="the error cleared")
-    assert status(live)["service"]["retries"] >= 1
+    poll(lambda: not status(live).service.errors, 10, message="the error cleared")
+    assert status(live).service.retries >= 1
     assert d.stop() == 0
 
 
@@ -142,7 +142,7 @@ def test_removed_socket_is_bound_again(live, how):
         d.proc.send_signal(signal.SIGHUP)
     poll(lambda: sock.exists() and sock.stat().st_ino != before, 10, message="socket bound again")
     with Client(sock, timeout=10) as c:
-        assert c.status()["service"]["pid"] == d.proc.pid
+        assert c.status().service.pid == d.proc.pid
     assert d.stop() == 0
 
 
