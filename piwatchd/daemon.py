@@ -143,7 +143,7 @@ class Daemon:
 
     def _prepare_index(self) -> str | None:
         """Create, migrate or rebuild the index before readers can connect."""
-        conn, problem = open_or_rebuild(self.db_path)
+        conn, problem = open_or_rebuild(self.db_path, self.settings.engine)
         conn.close()
         if problem:
             log.warning("%s", problem)
@@ -163,6 +163,7 @@ class Daemon:
                 settle=self.ns.settle,
                 max_latency=max(self.ns.max_latency, self.ns.settle),
                 scan_interval=self.ns.scan_interval,
+                engine=self.settings.engine,
             ),
             self.inbox,
             watch_status=self.watcher.status,

@@ -217,12 +217,13 @@ def index_once(
     db_path = prepare_index_path(Path(db).expanduser() if db else settings.db_path)
     lock = lock_index(db_path, f"pid {os.getpid()} (piwatch index --once)\n")
     try:
-        conn = open_writer(db_path)
+        writer = IndexWriter(open_writer(db_path, engine=settings.engine))
         try:
-            summary = reconcile(IndexWriter(conn), roots, progress=progress)
-            conn.execute("PRAGMA optimize")
+            writer.repay_text_debt()
+            summary = reconcile(writer, roots, progress=progress)
+            writer.conn.execute("PRAGMA optimize")
         finally:
-            conn.close()
+            writer.close()  # commits the text index
     finally:
         lock.close()
     return {"db": str(db_path), "roots": roots, **summary.as_dict()}

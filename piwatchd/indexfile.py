@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import sqlite3
 import stat
 from pathlib import Path
@@ -117,20 +118,24 @@ def lock_index(db_path: str | os.PathLike, holder: str) -> IO[str]:
 
 
 def discard_index(db_path: str | os.PathLike) -> None:
-    """Remove the index file and its WAL/SHM (an old WAL would otherwise be
-    applied to the new file). The index is disposable: the sources rebuild it."""
+    """Remove the index file, its WAL/SHM (an old WAL would otherwise be
+    applied to the new file) and its text-index directory (`<db>.tantivy`,
+    whose documents belong to the old file's rows). The index is disposable:
+    the sources rebuild it."""
     for path in (Path(db_path), *(Path(f"{db_path}{s}") for s in ("-wal", "-shm", "-journal"))):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    shutil.rmtree(f"{db_path}.tantivy", ignore_errors=True)
 
 
-def open_or_rebuild(db_path: str | os.PathLike) -> tuple[sqlite3.Connection, str | None]:
+def open_or_rebuild(db_path: str | os.PathLike, engine: str | None = None) -> tuple[sqlite3.Connection, str | None]:
     """The write connection; a file SQLite cannot use as an index is discarded
     and created anew. Returns (connection, why it was rebuilt, or None)."""
-    from .index.schema import open_writer
+    from .index.schema import DEFAULT_ENGINE, open_writer
 
+    engine = engine or DEFAULT_ENGINE
     try:
-        conn = open_writer(Path(db_path))
+        conn = open_writer(Path(db_path), engine=engine)
         conn.execute("SELECT count(*) FROM sources").fetchone()
         return conn, None
     except sqlite3.OperationalError:
@@ -139,4 +144,4 @@ def open_or_rebuild(db_path: str | os.PathLike) -> tuple[sqlite3.Connection, str
         problem = f"the index was corrupt ({exc}); rebuilding it from the session files"
     discard_index(db_path)
     prepare_index_path(db_path)
-    return open_writer(Path(db_path)), problem
+    return open_writer(Path(db_path), engine=engine), problem

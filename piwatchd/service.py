@@ -73,6 +73,7 @@ class ServiceConfig:
     gone_recheck_delay: float = 0.1
     state_interval: float = 1.0  # how often progress is written while busy
     heartbeat_interval: float = 5.0
+    engine: str = "tantivy"  # text engine: tantivy | fts5
 
 
 @dataclass(slots=True)
@@ -227,7 +228,7 @@ class Service:
                 self._rebuild_index(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it")
 
     def _open_index(self) -> None:
-        conn, problem = open_or_rebuild(self.config.db_path)
+        conn, problem = open_or_rebuild(self.config.db_path, self.config.engine)
         if problem:
             self.progress.index_problem = problem
             self.progress.index_rebuilds += 1
@@ -237,6 +238,9 @@ class Service:
             self.writer, gone_recheck_delay=self.config.gone_recheck_delay, may_remove=self._guard.may_remove
         )
         self._index_id = self._stat_index()
+        # Sessions whose text documents may lag their rows (a crash between
+        # the two commits) are re-fed before anything else.
+        self.writer.repay_text_debt()
 
     def _close_index(self) -> None:
         self.progress.phase = "stopped"
@@ -245,7 +249,7 @@ class Service:
             self.writer.conn.execute("PRAGMA optimize")
         except Exception:  # noqa: BLE001, S110 - best effort while stopping: a lost index cannot take its state
             pass
-        self.writer.conn.close()
+        self.writer.close()  # commits the text index
 
     def _turn(self) -> None:
         """One loop turn: commands first, then hinted paths, then a backlog slice."""
@@ -329,7 +333,10 @@ class Service:
         self.progress.index_problem = reason
         self.progress.index_rebuilds += 1
         self.progress.phase = "rebuilding"
-        self.writer.conn.close()
+        try:
+            self.writer.close()
+        except Exception:  # noqa: BLE001 - the old index is being thrown away
+            self.writer.conn.close()
         discard_index(self.config.db_path)
         prepare_index_path(self.config.db_path)
         self._open_index()
@@ -354,7 +361,7 @@ class Service:
         index); once the backlog is gone, idle time merges the segments so
         queries touch few of them. Returns True while there is more to merge.
         """
-        if self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
+        if self.writer.engine != "fts5" or self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
             return False
         conn = self.writer.conn
         before = conn.total_changes
@@ -383,6 +390,9 @@ class Service:
                 break
             self._backlog_pop(queued)
             self._ingest_one(queued)
+        # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL.
+        if self.writer.flush_text(idle=not self._backlog):
+            self.commits.notify()  # what waiters wait for is searchable now
         self.progress.batches += 1
         if not self.progress.index_problem:
             self.progress.phase = "idle"
