@@ -193,3 +193,33 @@ def test_detect_secrets_finds_nothing_we_keep():
             for found in scan_line(line):
                 if found.secret_value and "High Entropy" not in found.type:
                     assert found.secret_value not in out, (found.type, line)
+
+
+def test_the_index_gives_back_the_rules_it_was_built_with(tmp_path):
+    from piwatchd.index.redaction import index_rules
+    from piwatchd.index.schema import open_writer
+
+    configured = rules_from_config({"allow": ["x1"], "patterns": [{"name": "acme", "regex": "acme_[0-9]{8}"}]})
+    for rules in (configured, NO_RULES, DEFAULT_RULES):
+        conn = open_writer(tmp_path / "i.sqlite3", rules)
+        got = index_rules(conn)
+        conn.close()
+        assert got.fingerprint == rules.fingerprint
+        line = "acme_12345678 AKIAQ3PLANTEDZX7WY4M x1"
+        assert redact(line, got) == redact(line, rules)
+
+
+def test_a_bad_redact_config_is_one_clear_line(short_tmp):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = short_tmp / "config.toml"
+    config.write_text('[[redact.patterns]]\nname = "acme"\nregex = "(a)\\\\1"\n')
+    (short_tmp / "sessions").mkdir()
+    env = {**os.environ, "PIWATCH_CONFIG": str(config)}
+    proc = subprocess.run([str(Path(sys.executable).parent / "piwatch"), "index", "--once", "--db", str(short_tmp / "i.sqlite3"),
+                           "--sessions", str(short_tmp / "sessions")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "redact pattern 'acme'" in proc.stderr and "Traceback" not in proc.stderr

@@ -33,7 +33,7 @@ def stored_fingerprint(conn: sqlite3.Connection) -> str | None:
 
 
 def record_rules(conn: sqlite3.Connection, rules: Rules) -> None:
-    doc = {"fingerprint": rules.fingerprint, "allow": sorted(rules.allow),
+    doc = {"fingerprint": rules.fingerprint, "builtin": rules.builtin, "allow": sorted(rules.allow),
            "patterns": [{"name": n, "regex": r} for n, r in rules.extra]}
     conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (_KEY, orjson.dumps(doc).decode()))
 
@@ -50,6 +50,8 @@ def index_rules(conn: sqlite3.Connection) -> Rules:
     rules = _CACHE.get(doc["fingerprint"])
     if rules is None:
         rules = rules_from_config({"allow": doc["allow"], "patterns": doc["patterns"]})
+        if doc.get("builtin") is False:  # built without the built-in rules (the bench's baseline)
+            rules = Rules((), extra=rules.extra, allow=rules.allow)
         _CACHE[doc["fingerprint"]] = rules
     return rules
 
