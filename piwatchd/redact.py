@@ -66,6 +66,7 @@ __all__ = [
 RULES_VERSION = 1
 
 _MARKER = "[redacted: {kind}]"
+_MARKER_HEAD = "[redacted: "
 
 
 def marker(kind: str) -> str:
@@ -198,6 +199,8 @@ _PASSWORD_NAME = re.compile(r"(?i)passw|pwd|pass$|passphrase|secret")
 def _assignments(text: str) -> Iterator[Span]:
     for m in _ASSIGN.finditer(text):
         name, quote, value = m.group(1), m.group(2), m.group(3)  # re2 spans take group numbers
+        if text.endswith(_MARKER_HEAD, 0, m.start(1)):
+            continue  # the kind inside a marker (`[redacted: client-secret] :x`) is not a name
         if quote and not text.startswith(quote, m.end(3)):
             continue  # an unterminated quote: not a literal value
         if not quote and text[m.end(3) : m.end(3) + 1] in ("(", "["):
