@@ -437,3 +437,25 @@ def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
     assert out.returncode == 0, out.stderr
     got, want = _index_snapshot(live.db), _index_snapshot(clean)
     assert len(got[0]) == len(want[0]) and got == want
+    # The text index converged too: no stale or missing documents, same hits.
+    assert _text_snapshot(live.db, m) == _text_snapshot(clean, m)
+
+
+def _text_snapshot(db: Path, manifest: dict):
+    from piwatchd.index.query import SearchRequest
+    from piwatchd.index.schema import open_reader
+    from piwatchd.index.search import search
+    from piwatchd.index.tantivy_text import TantivyText, text_dir
+
+    conn = open_reader(db)
+    try:
+        assert conn.execute("SELECT count(*) FROM text_debt").fetchone()[0] == 0
+        words = [n["token"] for n in manifest["needles"][:5]] + [f"crash{i}" for i in range(8)] + ["error", "the"]
+        hits = {
+            w: sorted((h["sessionId"], h["entryId"], h["evidence"]["fragmentId"])
+                      for h in search(conn, SearchRequest(w, limit=200))["hits"])
+            for w in words
+        }
+    finally:
+        conn.close()
+    return TantivyText(text_dir(db), writable=False).count(), hits

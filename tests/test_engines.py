@@ -1,0 +1,193 @@
+"""The text-engine contract: Tantivy (the default) and FTS5 index the same
+sessions written by the real Pi 1.6.0 and must return the same set of
+matching events for every query and every filter (the order may differ where
+scores differ or tie). Filters run inside Tantivy and as SQL over FTS5, so
+this proves the pushed-down filters exact, including authorization roots on
+path-component boundaries, invocation cutoffs and branch/selection states.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
+import pitools
+
+from piwatchd.direct import index_once
+from piwatchd.index.query import QueryError, SearchFilters, SearchRequest
+from piwatchd.index.schema import index_engine, open_reader
+from piwatchd.index.search import search
+
+pytestmark = [pytest.mark.pi, pytest.mark.timeout(900)]
+
+ENGINES = ("tantivy", "fts5")
+_WORD = re.compile(r"[a-z]{3,12}")
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engines")
+    pitools.random_sessions(out / "random", "1.6.0", "engines", 40)
+    pitools.corpus(out / "corpus", "1.6.0", "1500000", "engines")
+    roots = [str(out / "random" / "sessions"), str(out / "corpus" / "sessions")]
+    conns = {}
+    mp = pytest.MonkeyPatch()
+    for engine in ENGINES:
+        mp.setenv("PIWATCH_ENGINE", engine)
+        summary = index_once(out / f"{engine}.sqlite3", roots)
+        assert summary["problems"] == [], summary["problems"]
+        conns[engine] = open_reader(out / f"{engine}.sqlite3")
+        assert index_engine(conns[engine]) == engine
+    mp.undo()
+    yield conns
+    for c in conns.values():
+        c.close()
+
+
+def matching(conn: sqlite3.Connection, query: str, filters: SearchFilters) -> set[tuple[str, str]]:
+    """Every matching event, paging through the results."""
+    out: set[tuple[str, str]] = set()
+    offset = 0
+    while True:
+        result = search(conn, SearchRequest(query, filters, limit=200, offset=offset))
+        out.update((h["sessionId"], h["entryId"]) for h in result["hits"])
+        if not result["hasMore"] or offset >= 2000:
+            return out
+        offset += 200
+
+
+def vocabulary(conn: sqlite3.Connection) -> Counter:
+    """Words of the indexed text (FTS5 keeps it in SQLite), by fragment frequency."""
+    counts: Counter = Counter()
+    for (body,) in conn.execute("SELECT body FROM fragments"):
+        counts.update(set(_WORD.findall((body or "").lower())))
+    return counts
+
+
+def phrases(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[str]:
+    bodies = [b for (b,) in conn.execute("SELECT body FROM fragments WHERE length(body) > 40")]
+    out = []
+    while len(out) < n:
+        words = _WORD.findall(rng.choice(bodies).lower())
+        if len(words) >= 3:
+            i = rng.randrange(len(words) - 2)
+            out.append('"' + " ".join(words[i : i + rng.choice((2, 3))]) + '"')
+    return out
+
+
+@pytest.fixture(scope="module")
+def queries(indexes):
+    conn = indexes["fts5"]
+    rng = random.Random(11)
+    vocab = vocabulary(conn)
+    ranked = [w for w, _ in vocab.most_common()]
+    common, middle, rare = ranked[:15], ranked[len(ranked) // 4 : len(ranked) // 2], ranked[-200:]
+    picked = common[:6] + rng.sample(middle, 8) + rng.sample(rare, 6)
+    picked += [f"{rng.choice(middle)} {rng.choice(common)}" for _ in range(4)]
+    picked += phrases(conn, rng, 6)
+    return picked
+
+
+def _session_facts(conn):
+    rows = conn.execute("SELECT session_id, cwd_norm, entry_count FROM sessions ORDER BY session_id").fetchall()
+    return rows
+
+
+def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
+    sessions = _session_facts(conn)
+    sid, _, count = max(sessions, key=lambda r: r[2])
+    ts = sorted(r[0] for r in conn.execute("SELECT ts_ms FROM events WHERE ts_ms IS NOT NULL"))
+    mid = ts[len(ts) // 2]
+    path = conn.execute("SELECT path FROM file_evidence ORDER BY path LIMIT 1 OFFSET 3").fetchone()[0]
+    read = conn.execute("SELECT path FROM file_evidence WHERE mode='read' GROUP BY path ORDER BY count(*) DESC").fetchone()[0]
+    tool = conn.execute("SELECT tool_name FROM fragments WHERE tool_name IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC").fetchone()[0]
+    return [
+        ("none", SearchFilters()),
+        ("kind", SearchFilters(kinds=("tool.result", "bash.output"))),
+        ("role", SearchFilters(roles=("user",))),
+        ("type", SearchFilters(event_types=("compaction", "branch_summary"))),
+        ("tool", SearchFilters(tools=(tool,))),
+        ("error", SearchFilters(is_error=True)),
+        ("no error", SearchFilters(is_error=False)),
+        ("since/until", SearchFilters(since_ms=ts[len(ts) // 4], until_ms=mid)),
+        ("alternate", SearchFilters(branch_states=("alternate",))),
+        ("summarized/omitted", SearchFilters(selection_states=("summarized", "omitted"))),
+        ("session", SearchFilters(session_ids=(sid,))),
+        ("exclude session", SearchFilters(exclude_sessions=(sid,))),
+        ("cwd exact", SearchFilters(cwd="/work/proj")),
+        ("cwd under", SearchFilters(cwd_under="/work/proj")),
+        ("roots: prefix sibling never", SearchFilters(authorized_roots=("/work/proj",))),
+        ("roots: two", SearchFilters(authorized_roots=("/work/proj2", "/work/other-repo"))),
+        ("roots: none", SearchFilters(authorized_roots=())),
+        ("roots: /", SearchFilters(authorized_roots=("/",))),
+        ("cutoff", SearchFilters(ordinal_caps=((sid, count // 2),))),
+        ("own results hidden", SearchFilters(exclude_own_results=True)),
+        ("files any", SearchFilters(files=(path,))),
+        ("files dir read", SearchFilters(files=(read.rsplit("/", 1)[0],), file_mode="read")),
+        ("files changed", SearchFilters(files=(path,), file_mode="changed")),
+        ("combined", SearchFilters(kinds=("assistant.text", "user.text"), authorized_roots=("/work",),
+                                   branch_states=("selected",), since_ms=ts[0])),
+    ]
+
+
+def test_both_engines_match_the_same_events(indexes, queries):
+    cases = filter_cases(indexes["fts5"])
+    compared = 0
+    nonempty: Counter = Counter()
+    differences = []
+    for query in queries:
+        for name, filters in cases:
+            results = {}
+            for engine, conn in indexes.items():
+                try:
+                    results[engine] = matching(conn, query, filters)
+                except QueryError as exc:
+                    results[engine] = {("error", str(exc))}
+            compared += 1
+            nonempty[name] += bool(results["fts5"])
+            if results["tantivy"] != results["fts5"]:
+                only_t = sorted(results["tantivy"] - results["fts5"])[:3]
+                only_f = sorted(results["fts5"] - results["tantivy"])[:3]
+                differences.append(f"{query!r} [{name}]: only tantivy {only_t}, only fts5 {only_f}")
+    assert not differences, f"{len(differences)} of {compared} differ:\n" + "\n".join(differences[:20])
+    # The comparison must have had something to compare: every filter admits
+    # some hits for some query (except the one that admits nothing).
+    empty = [name for name, _ in cases if not nonempty[name] and name != "roots: none"]
+    assert not empty, empty
+    assert not nonempty["roots: none"]
+
+
+def test_filters_admit_what_they_say(indexes, queries):
+    """Independent of the other engine: hits honour their filters."""
+    conn = indexes["tantivy"]
+    for query in queries[:8]:
+        for h in search(conn, SearchRequest(query, SearchFilters(authorized_roots=("/work/proj",)), limit=200))["hits"]:
+            assert h["cwd"] == "/work/proj" or h["cwd"].startswith("/work/proj/"), h["cwd"]
+        for h in search(conn, SearchRequest(query, SearchFilters(kinds=("tool.result",)), limit=200))["hits"]:
+            assert h["evidence"]["kind"] == "tool.result"
+        for h in search(conn, SearchRequest(query, SearchFilters(branch_states=("alternate",)), limit=200))["hits"]:
+            assert h["branchState"] == "alternate"
+
+
+def test_tantivy_keeps_no_text_in_sqlite(indexes):
+    conn = indexes["tantivy"]
+    assert conn.execute("SELECT count(*) FROM fragments WHERE body IS NOT NULL OR tail IS NOT NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM fragments").fetchone()[0] > 1000
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'fragments_fts'").fetchone()[0] == 0
+
+
+def test_snippets_mark_the_matched_words(indexes, queries):
+    conn = indexes["tantivy"]
+    for query in queries[6:14]:
+        words = set(query.strip('"').lower().split())
+        for h in search(conn, SearchRequest(query, limit=20))["hits"]:
+            assert h["spans"], (query, h["snippet"])
+            marked = {h["snippet"][s:e].lower() for s, e in h["spans"]}
+            assert marked & words, (query, marked)
