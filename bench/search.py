@@ -23,7 +23,10 @@ The index is rebuilt when the corpus files or the schema version change
 
 Writes bench/out/search-<bytes>.json and .md and prints the markdown.
 `--per-class N` sets the queries per class (default 200); `--index-only`
-stops after indexing. Needs `rg` on PATH and Linux (/proc, psutil).
+stops after indexing; `--engine tantivy|fts5` picks the text engine and
+`--shape few-large|many-small` the corpus shape (see bench/ingest.py). `rg`
+comes from the `ripgrep` PyPI wheel (`pip install -e '.[bench]'`). Linux only
+(/proc, psutil).
 """
 
 from __future__ import annotations
@@ -59,11 +62,14 @@ GOALS = {"search": (5.0, 50.0), "read": (None, 10.0), "trace": (None, 10.0)}
 # -- corpus and daemon ----------------------------------------------------------
 
 
-def fingerprint(sessions: Path) -> str:
-    """Identity of the corpus files and index schema: any change means the cached index is stale."""
+RG = shutil.which("rg", path=str(BIN)) or shutil.which("rg") or "rg"
+
+
+def fingerprint(sessions: Path, engine: str) -> str:
+    """Identity of the corpus files, index schema and engine: any change means the cached index is stale."""
     from piwatchd.index.schema import SCHEMA_VERSION
 
-    h = hashlib.sha256(f"schema {SCHEMA_VERSION}\n".encode())
+    h = hashlib.sha256(f"schema {SCHEMA_VERSION} {engine}\n".encode())
     for p in sorted(sessions.rglob("*.jsonl")):
         st = p.stat()
         h.update(f"{p.relative_to(sessions)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -73,7 +79,8 @@ def fingerprint(sessions: Path) -> str:
 class Daemon:
     """A piwatchd subprocess on a private socket; `start()` waits for phase idle."""
 
-    def __init__(self, sessions: Path, db: Path):
+    def __init__(self, sessions: Path, db: Path, engine: str = "tantivy"):
+        self.env = {**os.environ, "PIWATCH_ENGINE": engine}
         self.sock = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsb-")) / "d.sock"
         self.args = [str(BIN / "piwatchd"), "--sessions", str(sessions), "--db", str(db), "--socket", str(self.sock),
                      "--scan-interval", "3600", "--log-level", "warning"]
@@ -81,7 +88,7 @@ class Daemon:
 
     def start(self, timeout: float = 3600) -> dict:
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.args, stderr=open(self.log, "ab"))
+        self.proc = subprocess.Popen(self.args, stderr=open(self.log, "ab"), env=self.env)
         self.ps = psutil.Process(self.proc.pid)
         client = None
         while time.monotonic() - t0 < timeout:
@@ -90,9 +97,9 @@ class Daemon:
             try:
                 client = client or Client(self.sock, caller=ALL)
                 svc = client.status().get("service") or {}
-                if svc.get("phase") == "idle" and svc.get("startup_seconds") is not None:
+                if svc.get("phase") == "idle" and svc.get("startupSeconds") is not None:
                     client.close()
-                    return {"startupSeconds": svc["startup_seconds"], "wallSeconds": round(time.monotonic() - t0, 1)}
+                    return {"startupSeconds": svc["startupSeconds"], "wallSeconds": round(time.monotonic() - t0, 1)}
             except PiwatchError:
                 client = None
             time.sleep(0.5)
@@ -107,27 +114,28 @@ class Daemon:
         shutil.rmtree(self.sock.parent, ignore_errors=True)
 
 
-def indexed_daemon(cdir: Path) -> tuple[Daemon, dict]:
+def indexed_daemon(cdir: Path, engine: str) -> tuple[Daemon, dict]:
     """Start piwatchd on the cached index, building it first when the corpus changed."""
-    sessions, db = cdir / "sessions", cdir / "search-index.sqlite3"
-    stamp = cdir / "search-index.fingerprint"
-    fp = fingerprint(sessions)
-    info: dict = {"db": str(db), "reused": stamp.exists() and stamp.read_text() == fp and db.exists()}
+    name = f"search-index-{engine}.sqlite3"
+    sessions, db = cdir / "sessions", cdir / name
+    stamp = cdir / f"search-index-{engine}.fingerprint"
+    fp = fingerprint(sessions, engine)
+    info: dict = {"db": str(db), "engine": engine, "reused": stamp.exists() and stamp.read_text() == fp and db.exists()}
     if not info["reused"]:
-        for p in cdir.glob("search-index.sqlite3*"):
-            p.unlink()
+        for p in cdir.glob(name + "*"):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
         stamp.unlink(missing_ok=True)
-        d = Daemon(sessions, db)
+        d = Daemon(sessions, db, engine)
         info["cold"] = d.start()
         info["rssAfterColdIndexMB"] = d.rss_mb()
         d.stop()
         stamp.write_text(fp)
         print(f"indexed: {info}", file=sys.stderr)
-    d = Daemon(sessions, db)
+    d = Daemon(sessions, db, engine)
     info["restart"] = d.start()
-    info["indexBytes"] = sum(p.stat().st_size for p in cdir.glob("search-index.sqlite3*"))
+    info["indexBytes"] = sum(f.stat().st_size for p in cdir.glob(name + "*")
+                             for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())
     return d, info
-
 
 
 # -- query sets -------------------------------------------------------------------
@@ -190,7 +198,11 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
             filtered.append(q("filtered", word, everything, filters={"kind": "assistant.text"}))
     mix = [(rare[i], None) if i % 3 == 0 else (f'"{phrases[i]}"', phrases[i]) if i % 3 == 1 else (words[i], None)
            for i in range(n)]
+    nothing = [f"zq{rng.getrandbits(40):x}nomatch" for _ in range(n)]
     return {
+        "no match, all caller": [q("no match, all caller", t, everything) for t in nothing],
+        "no match, cwd caller": [q("no match, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd})
+                                 for t in nothing],
         "rare term": [q("rare term", t, everything) for t in rare[:n]],
         "common word": [q("common word", w, everything) for w in words],
         "phrase": [q("phrase", f'"{p}"', everything, rg_pattern=p) for p in phrases],
@@ -279,7 +291,7 @@ def index_fds(pid: int) -> int:
     n = 0
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
-            n += "search-index.sqlite3" in os.readlink(fd)
+            n += "search-index-" in os.readlink(fd)
         except OSError:
             pass
     return n
@@ -326,7 +338,7 @@ def run_ops(client: Client, op: str, targets: list[tuple[str, str]], caller: dic
 def rg_time(x: dict) -> tuple[float, int]:
     """`rg -c -i -F` (FTS5 is case-insensitive) over the files piwatch would search."""
     t = time.perf_counter()
-    out = subprocess.run(["rg", "-c", "-i", "-F", "--with-filename", "--no-messages", "--", x["rgPattern"], *x["rgPaths"]],
+    out = subprocess.run([RG, "-c", "-i", "-F", "--with-filename", "--no-messages", "--", x["rgPattern"], *x["rgPaths"]],
                          capture_output=True, text=True)
     elapsed = time.perf_counter() - t
     return elapsed, sum(int(line.rsplit(":", 1)[1]) for line in out.stdout.splitlines() if ":" in line)
@@ -386,177 +398,6 @@ def concurrency(d: Daemon, pool: list[dict], threads: int, seconds: float) -> di
 # -- where the time goes (in-process, no socket) --------------------------------------
 
 
-STAGES = ("phase 1: top-k fragments by rank", "phase 2: join candidates", "matched counts",
-          "fallback: rank every match", "snippets", "other")
-
-
-def stage_of(sql: str) -> str:
-    """Which step of piwatchd.index.search a statement is (by its text)."""
-    if "snippet(" in sql:
-        return "snippets"
-    if "WITH matches" in sql:
-        return "fallback: rank every match"
-    if "GROUP BY f.event_rowid" in sql:
-        return "matched counts"
-    if "FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank" in sql:
-        return "phase 1: top-k fragments by rank"
-    if "json_each" in sql:
-        return "phase 2: join candidates"
-    return "other"
-
-
-class _Rows(list):
-    def fetchall(self) -> list:
-        return list(self)
-
-    def fetchone(self):
-        return self[0] if self else None
-
-
-class TimedConn:
-    """A connection proxy that runs each statement to completion and records
-    (stage, seconds, rows); everything else goes to the real connection."""
-
-    def __init__(self, conn: sqlite3.Connection):
-        self._conn, self.log = conn, []
-
-    def execute(self, sql: str, params=()):
-        t = time.perf_counter()
-        rows = _Rows(self._conn.execute(sql, params).fetchall())
-        self.log.append((stage_of(sql), time.perf_counter() - t, len(rows)))
-        return rows
-
-    def __getattr__(self, name: str):
-        return getattr(self._conn, name)
-
-
-def in_process(db: Path, queries: list[dict]) -> dict:
-    """The daemon's own handler (Api.search + envelope) without the socket; then
-    the same searches with every SQL statement timed by stage, and how many
-    fragments the FTS MATCH yields before any filter or LIMIT applies."""
-    import piwatchd.api as api_mod
-    from piwatchd.index.query import fts_expression, parse_query
-
-    api = api_mod.Api(db)
-    conn = api.readers.get()
-    args = [{"query": x["query"], "limit": 20, "offset": 0, **({"filters": x["filters"]} if x["filters"] else {})}
-            for x in queries]
-    handler = []
-    for a, x in zip(args, queries):
-        t = time.perf_counter()
-        api.handle("search", a, x["caller"])
-        handler.append(time.perf_counter() - t)
-    per_query: list[dict[str, float]] = []
-    phase1_rounds, fallbacks = [], 0
-    timed = TimedConn(conn)
-    api.readers._local.conn = timed  # the handler now runs its statements through the proxy
-    try:
-        for a, x in zip(args, queries):
-            timed.log.clear()
-            api.handle("search", a, x["caller"])
-            stages = dict.fromkeys(STAGES, 0.0)
-            for stage, secs, _ in timed.log:
-                stages[stage] += secs
-            per_query.append(stages)
-            phase1_rounds.append(sum(1 for st, _, _ in timed.log if st == STAGES[0]))
-            fallbacks += any(st == STAGES[3] for st, _, _ in timed.log)
-    finally:
-        api.readers._local.conn = conn
-    matches = [conn.execute("SELECT count(*) FROM fragments_fts WHERE fragments_fts MATCH ?",
-                            (fts_expression(parse_query(x["query"])),)).fetchone()[0] for x in queries]
-    api.readers.reset()
-    return {"n": len(queries), "handlerP50ms": ms(pct(handler, 50)), "handlerP99ms": ms(pct(handler, 99)),
-            "stageMeanMs": {name: ms(statistics.mean(q[name] for q in per_query)) for name in STAGES},
-            "phase1RoundsMean": round(statistics.mean(phase1_rounds), 2), "fallbacks": fallbacks,
-            "matchingFragmentsMedian": int(statistics.median(matches)), "matchingFragmentsMax": max(matches)}
-
-
-def sqlite_memory_highwater(reset: bool = False) -> float | None:
-    """SQLite's own heap high-water mark in MB (the libsqlite3 _sqlite3 links to), or None."""
-    import ctypes
-
-    try:
-        lib = ctypes.CDLL("libsqlite3.so.0")
-    except OSError:
-        return None
-    cur, high = ctypes.c_int64(), ctypes.c_int64()
-    lib.sqlite3_status64(0, ctypes.byref(cur), ctypes.byref(high), int(reset))  # SQLITE_STATUS_MEMORY_USED
-    return round(high.value / 1e6, 1)
-
-
-def sql_breakdown(db: Path, word: str, session_id: str) -> list[dict]:
-    """Cost of the building blocks of a search for one common word (posting
-    list, bm25 of every match, joins of every match, the one-query plan), then
-    the daemon's search() itself, its statements timed one by one."""
-    from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
-    from piwatchd.index.schema import open_reader
-    from piwatchd.index.search import search
-
-    expr = f'"{word}"'
-    joins = ("FROM fragments_fts m JOIN fragments f ON f.frag_rowid = m.rowid JOIN events e ON e.event_rowid = f.event_rowid"
-             " JOIN sessions s ON s.session_id = e.session_id WHERE fragments_fts MATCH ?")
-    stages = [
-        ("FTS posting list only: count(*) MATCH", "SELECT count(*) FROM fragments_fts WHERE fragments_fts MATCH ?", [expr]),
-        ("newest 21 matches: ORDER BY rowid DESC LIMIT 21",
-         "SELECT rowid FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rowid DESC LIMIT 21", [expr]),
-        ("bm25 of every match: ORDER BY rank LIMIT 21",
-         "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank LIMIT 21", [expr]),
-        ("joins fragments/events/sessions for every match (no rank)", f"SELECT count(*) {joins}", [expr]),
-        ("bm25 + joins, ORDER BY rank LIMIT 21", f"SELECT m.rowid, m.rank, e.session_id {joins} ORDER BY m.rank LIMIT 21", [expr]),
-        ("one-query plan (the fallback): rank every match, window functions per event",
-         *build_search_sql(SearchRequest(word), lookahead=1)),
-    ]
-    searches = [("search() as the daemon runs it, no filter", SearchRequest(word)),
-                ("search() with a session filter", SearchRequest(word, SearchFilters(session_ids=(session_id,))))]
-    conn = open_reader(db)
-    rows = []
-    try:
-        for name, sql, params in stages:
-            conn.execute(sql, params).fetchall()  # warm
-            sqlite_memory_highwater(reset=True)
-            t = time.perf_counter()
-            conn.execute(sql, params).fetchall()
-            rows.append({"word": word, "stage": name, "ms": ms(time.perf_counter() - t),
-                         "sqliteHeapHighwaterMB": sqlite_memory_highwater()})
-        for name, request in searches:
-            search(conn, request)  # warm
-            timed = TimedConn(conn)
-            sqlite_memory_highwater(reset=True)
-            t = time.perf_counter()
-            search(timed, request)
-            steps = ", ".join(f"{st.split(':')[0]} {ms(sec)} ms ({n} rows)" for st, sec, n in timed.log)
-            rows.append({"word": word, "stage": f"{name}: {steps}", "ms": ms(time.perf_counter() - t),
-                         "sqliteHeapHighwaterMB": sqlite_memory_highwater()})
-    finally:
-        conn.close()
-    return rows
-
-
-def query_plans(db: Path, word: str, cwd: str) -> dict[str, list[str]]:
-    """EXPLAIN QUERY PLAN of the statements a search runs, with a cwd caller's filters."""
-    from piwatchd.auth import resolve_scope
-    from piwatchd.index.query import (
-        SearchFilters,
-        SearchRequest,
-        build_candidates_sql,
-        build_search_sql,
-        build_top_fragments_sql,
-    )
-    from piwatchd.index.schema import open_reader
-
-    filters = SearchFilters(authorized_roots=resolve_scope({"cwd": cwd}).roots, exclude_own_results=True)
-    conn = open_reader(db)
-    try:
-        top = build_top_fragments_sql(f'"{word}"', 64)
-        rowids = [r[0] for r in conn.execute(*top)]
-        statements = {"phase 1": top, "phase 2": build_candidates_sql(filters, rowids),
-                      "fallback": build_search_sql(SearchRequest(word, filters), lookahead=1)}
-        return {name: [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-                for name, (sql, params) in statements.items()}
-    finally:
-        conn.close()
-
-
 def revision() -> str:
     """The commit measured, with a mark when piwatchd/ or client/ differ from it.
 
@@ -589,7 +430,7 @@ def verdict(p50: float | None, p99: float, goal: tuple[float | None, float]) -> 
 def markdown(r: dict, command: str) -> str:
     c, ix = r["corpus"], r["index"]
     out = [
-        "# piwatchd search / read / trace benchmark", "",
+        f"# piwatchd search / read / trace benchmark — engine {r['index']['engine']}", "",
         f"`{command}` at {r['revision']} — {r['cpus']} CPUs; over the Unix socket with persistent clients; {r['perClass']} queries per class"
         + (f" (HEAD moved to {r['revisionAtEnd']} during the run; measured code was loaded at start)" if "revisionAtEnd" in r else ""),
         "",
@@ -613,6 +454,8 @@ def markdown(r: dict, command: str) -> str:
         op, caller = name.split(" ", 1)
         out.append(f"| {op} | {caller} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['errors']} "
                    f"| {verdict(None, s['p99ms'], GOALS[op])} |")
+    st = r["status"]
+    out += ["", f"`status`: p50 {st['p50ms']} ms, p99 {st['p99ms']} ms over {st['n']} calls (goal <= 20 ms)."]
     res = r["resources"]
     out += ["", "## Daemon resources", "", "| measure | value | goal |", "|---|---|---|",
             f"| RSS idle (fresh start on the index) | **{res['rssIdleMB']} MB** | <= 100 MB |",
@@ -634,22 +477,7 @@ def markdown(r: dict, command: str) -> str:
     for name, s in r["concurrency"].items():
         out.append(f"| {name} | {s['seconds']} | {s['requests']} | {s['qps']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} "
                    f"| {s['errors']} | {s['daemonCpuPercent']} | {s['clientsCpuPercent']} |")
-    out += ["", "## Where the time goes (in-process, same queries, no socket)", "",
-            "Socket p50 is over the first n queries of the class; the handler is the daemon's Api.search + envelope "
-            "in this process; stage columns are mean ms per query of each statement kind piwatchd.index.search runs.", "",
-            "| class | n | socket p50 (same n) | handler p50 / p99 | " + " | ".join(STAGES) + " | phase-1 rounds | fallbacks | FTS matches median / max |",
-            "|---|---|---|---|" + "---|" * len(STAGES) + "---|---|---|"]
-    for name, s in r["inProcess"].items():
-        out.append(f"| {name} | {s['n']} | {r['rg'][name]['piwatchP50msSameQueries']} | {s['handlerP50ms']} / {s['handlerP99ms']} | "
-                   + " | ".join(str(s["stageMeanMs"][st]) for st in STAGES)
-                   + f" | {s['phase1RoundsMean']} | {s['fallbacks']} | {s['matchingFragmentsMedian']} / {s['matchingFragmentsMax']} |")
-    out += ["", "Building blocks of a search for one common word (in-process, warm; SQLite heap high-water per statement):", "",
-            "| word | stage | ms | SQLite heap MB |", "|---|---|---|---|"]
-    out += [f"| `{b['word']}` | {b['stage']} | {b['ms']} | {b['sqliteHeapHighwaterMB']} |" for b in r["sqlBreakdown"]]
-    out += ["", f"EXPLAIN QUERY PLAN, `{r['plans']['query']}` with caller cwd {r['plans']['caller']}:", "", "```"]
-    for name, steps in r["plans"]["steps"].items():
-        out += [f"-- {name}", *steps]
-    out += ["```", "",
+    out += ["",
             "rg: `rg -c -i -F PATTERN` over the files piwatch searches (all sessions; a cwd caller's project directories; "
             "a session filter's one file). rg cannot apply kind/tool filters, so for those it greps everything.", ""]
     return "\n".join(out)
@@ -667,13 +495,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--load-seconds", type=float, default=10.0)
     ap.add_argument("--index-only", action="store_true")
+    ap.add_argument("--engine", choices=("tantivy", "fts5"), default="tantivy")
+    ap.add_argument("--shape", choices=("few-large", "many-small"), default="many-small")
     ns = ap.parse_args(argv)
     for module in ("piwatchd.api", "piwatchd.index.search", "piwatchd.ops.read", "piwatchd.ops.trace"):
         importlib.import_module(module)  # see revision()
 
     rev = revision()
-    cdir, m = corpus(parse_bytes(ns.bytes), ns.seed)
-    d, info = indexed_daemon(cdir)
+    cdir, m = corpus(parse_bytes(ns.bytes), ns.seed, ns.shape)
+    d, info = indexed_daemon(cdir, ns.engine)
     info["revision"] = rev
     try:
         if not ns.index_only:
@@ -683,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.index_only:
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
-    name = f"search-{ns.bytes}"
+    name = f"search-{ns.bytes}-{ns.shape}-{ns.engine}"
     (OUT / f"{name}.json").write_text(json.dumps(report, indent=2))
     (OUT / f"{name}.md").write_text(markdown(report, " ".join(["python -m bench.search", *(argv or sys.argv[1:])])))
     print((OUT / f"{name}.md").read_text())
@@ -721,6 +551,8 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
                                       "errorSamples": sorted({o["error"] for o in out if o["error"]})[:3]}
             log(f"search {name}: {report['search'][name]}")
         report["ops"] = measure_ops(client, queries, results, ns.per_class)
+        report["status"] = status_latency(client, 100)
+        log(f"status: {report['status']}")
     res["rssPeakSerialMB"] = rss.peak
     report["otherProcessesCpuPercent"] = {"serial searches, read, trace": foreign.percent}
     client.close()
@@ -742,17 +574,19 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
     res["indexFdsAfterLoad"] = index_fds(d.proc.pid)
     res["threadsAfterLoad"] = d.ps.num_threads()
     res["idleCpuAfterLoad"] = idle_cpu(d)
-    report["inProcess"] = {name: in_process(db, qs[: ns.rg_per_class]) for name, qs in queries.items()}
-    log(f"in-process: {report['inProcess']}")
-    sid = queries["filtered"][2]["filters"]["sessionId"]
-    report["sqlBreakdown"] = [row for w in ("error", "the") for row in sql_breakdown(db, w, sid)]
-    log(f"sql breakdown: {report['sqlBreakdown']}")
-    cwd = queries["pi tool, cwd caller"][0]["caller"]["cwd"]
-    report["plans"] = {"query": "error", "caller": cwd, "steps": query_plans(db, "error", cwd)}
     if revision() != report["revision"]:
         report["revisionAtEnd"] = revision()  # informational: see revision()
     report["queriesSample"] = {name: [x["query"] for x in qs[:10]] for name, qs in queries.items()}
     return report
+
+
+def status_latency(client: Client, n: int) -> dict:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        client.status()
+        times.append(time.perf_counter() - t)
+    return summary(times)
 
 
 def measure_ops(client: Client, queries: dict, results: dict, n: int) -> dict:

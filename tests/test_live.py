@@ -450,12 +450,19 @@ def _text_snapshot(db: Path, manifest: dict):
     conn = open_reader(db)
     try:
         assert conn.execute("SELECT count(*) FROM text_debt").fetchone()[0] == 0
-        words = [n["token"] for n in manifest["needles"][:5]] + [f"crash{i}" for i in range(8)] + ["error", "the"]
-        hits = {
-            w: sorted((h["sessionId"], h["entryId"], h["evidence"]["fragmentId"])
-                      for h in search(conn, SearchRequest(w, limit=200))["hits"])
-            for w in words
-        }
+        words = [n["token"] for n in manifest["needles"][:5]] + [f"crash{i}" for i in range(8)] + ["error"]
+        # Every matching event, as a set: ties, and the scores of a common
+        # word (deleted documents count until merged), may order them apart.
+        hits = {}
+        for w in words:
+            found, offset = set(), 0
+            while True:
+                page = search(conn, SearchRequest(w, limit=200, offset=offset))
+                found.update((h["sessionId"], h["entryId"]) for h in page["hits"])
+                if not page["hasMore"]:
+                    break
+                offset += 200
+            hits[w] = found
     finally:
         conn.close()
     return TantivyText(text_dir(db), writable=False).count(), hits

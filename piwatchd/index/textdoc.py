@@ -26,6 +26,7 @@ __all__ = [
     "TextDoc",
     "ancestors",
     "doc_json",
+    "event_fields",
     "filter_clauses",
 ]
 
@@ -90,31 +91,22 @@ def _paths(paths: tuple[str, ...]) -> list[str]:
     return sorted(out)
 
 
-def doc_json(doc: TextDoc) -> dict:
-    """The document as a field -> value(s) mapping; absent values are left out,
-    so a filter on them never matches (as SQL's `IN` never matches NULL)."""
-    f = doc.facts
-    own = f.own_result or (doc.kind == "tool.call" and doc.tool_name in OWN_TOOLS)
+def event_fields(f: EventFacts) -> dict:
+    """The filter values every document of one event shares. Absent values
+    are left out, so a filter on them never matches (as SQL's `IN` never
+    matches NULL)."""
     d: dict = {
-        "frag": doc.frag_rowid,
         "event_n": f.event_rowid,
         "event": str(f.event_rowid),
         "session": f.session_id,
         "ordinal": f.ordinal,
         "type": f.type,
-        "kind": doc.kind,
         "error": "1" if f.is_error else "0",
         "branch": f.branch_state,
         "selection": f.selection_state,
-        "own": "1" if own else "0",
-        "text": [doc.body, doc.tail] if doc.tail else doc.body,
     }
-    if doc.meta:
-        d["meta"] = doc.meta
     if f.role is not None:
         d["role"] = f.role
-    if doc.tool_name is not None:
-        d["tool"] = doc.tool_name
     if f.ts_ms is not None:
         d["ts"] = f.ts_ms
     if f.cwd_norm is not None:
@@ -126,6 +118,22 @@ def doc_json(doc: TextDoc) -> dict:
         d["file_read"] = _paths(f.files_read)
     if f.files_changed:
         d["file_changed"] = _paths(f.files_changed)
+    return d
+
+
+def doc_json(doc: TextDoc, shared: dict | None = None) -> dict:
+    """The document as a field -> value(s) mapping; `shared` is
+    `event_fields(doc.facts)` when the caller already has it."""
+    d = dict(shared if shared is not None else event_fields(doc.facts))
+    own = doc.facts.own_result or (doc.kind == "tool.call" and doc.tool_name in OWN_TOOLS)
+    d["frag"] = doc.frag_rowid
+    d["kind"] = doc.kind
+    d["own"] = "1" if own else "0"
+    d["text"] = [doc.body, doc.tail] if doc.tail else doc.body
+    if doc.meta:
+        d["meta"] = doc.meta
+    if doc.tool_name is not None:
+        d["tool"] = doc.tool_name
     return d
 
 
