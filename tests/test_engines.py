@@ -13,6 +13,7 @@ import re
 import sqlite3
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,53 @@ def test_snippets_mark_the_matched_words(indexes, queries):
             assert h["spans"], (query, h["snippet"])
             marked = {h["snippet"][s:e].lower() for s, e in h["spans"]}
             assert marked & words, (query, marked)
+
+
+@pytest.fixture(scope="module")
+def grown(indexes, tmp_path_factory):
+    """The random sessions grown in steps through the append path, so tree
+    states change after their documents were written (branches, compactions)."""
+    from piwatchd.index.schema import open_writer
+    from piwatchd.index.writer import IndexWriter
+    from piwatchd.ingest import Ingestor
+
+    fts5 = indexes["fts5"]
+    sources = [Path(p) for (p,) in fts5.execute("SELECT path FROM sources WHERE path LIKE '%/random/%' ORDER BY path")]
+    out = tmp_path_factory.mktemp("grown")
+    db = out / "grown.sqlite3"
+    writer = IndexWriter(open_writer(db, engine="tantivy"))
+    ingestor = Ingestor(writer)
+    for src in sources:
+        lines = src.read_bytes().splitlines(keepends=True)
+        dest = out / "sessions" / src.parent.name / src.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        step = max(1, len(lines) // 5)
+        for end in [*range(step, len(lines), step), len(lines)]:
+            dest.write_bytes(b"".join(lines[:end]))
+            outcome = ingestor.ingest(str(dest))
+            assert outcome.state == "ok", outcome
+    writer.close()
+    conn = open_reader(db)
+    yield conn
+    conn.close()
+
+
+def test_state_changes_reach_the_text_index(indexes, grown, queries):
+    """Filters on branch and selection state over the grown index equal a
+    clean FTS5 build of the same sessions (states changed after indexing)."""
+    roots = SearchFilters(cwd_under="/work")
+    changed = grown.execute("SELECT count(*) FROM events WHERE branch_state='alternate'").fetchone()[0]
+    assert changed > 0
+    differences = []
+    for query in queries[:20]:
+        for states in (dict(branch_states=("alternate",)), dict(branch_states=("selected",)),
+                       dict(selection_states=("summarized",)), dict(selection_states=("direct",))):
+            f = replace(roots, **states)
+            want = matching(indexes["fts5"], query, f)
+            got = matching(grown, query, f)
+            # The FTS5 build also holds the corpus sessions: compare on the grown sessions only.
+            grown_ids = {r[0] for r in grown.execute("SELECT session_id FROM sessions")}
+            want = {x for x in want if x[0] in grown_ids}
+            if got != want:
+                differences.append((query, states, sorted(got ^ want)[:3]))
+    assert not differences, differences[:10]
