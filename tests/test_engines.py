@@ -231,8 +231,8 @@ def test_state_changes_reach_the_text_index(indexes, grown, queries):
     assert changed > 0
     differences = []
     for query in queries[:20]:
-        for states in (dict(branch_states=("alternate",)), dict(branch_states=("selected",)),
-                       dict(selection_states=("summarized",)), dict(selection_states=("direct",))):
+        for states in ({"branch_states": ("alternate",)}, {"branch_states": ("selected",)},
+                       {"selection_states": ("summarized",)}, {"selection_states": ("direct",)}):
             f = replace(roots, **states)
             want = matching(indexes["fts5"], query, f)
             got = matching(grown, query, f)
