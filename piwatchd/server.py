@@ -150,7 +150,7 @@ class Server:
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
-        sock.listen(128)
+        sock.listen(1024)  # a burst of connections waits here, not in EAGAIN
         sock.settimeout(0.5)  # lets the accept loop notice stop() promptly
         self._sock = sock
         self._inode = os.stat(self.path).st_ino

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -88,7 +89,7 @@ class SocketTransport:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(self.path)
+            self._connect_retrying(sock)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             sock.close()
             raise DaemonNotRunning(self.path, type(exc).__name__) from None
@@ -96,6 +97,19 @@ class SocketTransport:
             sock.close()
             raise DaemonNotRunning(self.path, str(exc)) from None
         return sock
+
+    def _connect_retrying(self, sock: socket.socket) -> None:
+        """Connect; a full listen backlog (EAGAIN on a Unix socket) is a busy
+        daemon, not a dead one: retry it briefly within the timeout."""
+        deadline = time.monotonic() + min(self.timeout, 5.0)
+        while True:
+            try:
+                sock.connect(self.path)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._sock is None:
