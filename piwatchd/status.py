@@ -116,20 +116,24 @@ def collect_status(
         by_state[state] = n
         file_bytes += size
         consumed_bytes += consumed
-    problems = [
-        wire.SourceProblem(path=path, state=state, error=None if error is None else wire.clip(error))
-        for path, state, error in conn.execute(
-            f"SELECT src.path, src.state, src.error FROM {scope_from} WHERE {scope_where}"
-            " AND src.state NOT IN ('ok', 'pending') ORDER BY src.path LIMIT ?",
-            (*params, PROBLEMS_SHOWN),
-        )
-    ]
-    source_ids = f"SELECT src.source_id FROM {scope_from} WHERE {scope_where}"
+    # Problems are listed only when the counts say there are any (the usual
+    # answer, "none", then costs no second pass over the sources).
+    problems = []
+    if any(n for state, n in by_state.items() if state not in ("ok", "pending")):
+        problems = [
+            wire.SourceProblem(path=path, state=state, error=None if error is None else wire.clip(error))
+            for path, state, error in conn.execute(
+                f"SELECT src.path, src.state, src.error FROM {scope_from} WHERE {scope_where}"
+                " AND src.state NOT IN ('ok', 'pending') ORDER BY src.path LIMIT ?",
+                (*params, PROBLEMS_SHOWN),
+            )
+        ]
+    # Diagnostics of the sources in scope (all of them: no restriction to evaluate).
+    in_scope = "1" if roots is None else f"d.source_id IN (SELECT src.source_id FROM {scope_from} WHERE {scope_where})"
     diag_by_code = {
         code: wire.DiagnosticCount(count=n, repaired=rep or 0)
         for code, n, rep in conn.execute(
-            f"SELECT code, count(*), sum(repaired) FROM diagnostics WHERE source_id IN ({source_ids})"
-            " GROUP BY code ORDER BY code",
+            f"SELECT d.code, count(*), sum(d.repaired) FROM diagnostics d WHERE {in_scope} GROUP BY d.code ORDER BY d.code",
             params,
         )
     }
@@ -137,7 +141,7 @@ def collect_status(
         wire.DiagnosticItem(path=path, byte_offset=off, code=code, message=wire.clip(msg), repaired=bool(rep))
         for path, off, code, msg, rep in conn.execute(
             "SELECT src.path, d.byte_offset, d.code, d.message, d.repaired FROM diagnostics d"
-            f" JOIN sources src ON src.source_id = d.source_id WHERE d.source_id IN ({source_ids})"
+            f" JOIN sources src ON src.source_id = d.source_id WHERE {in_scope}"
             " ORDER BY d.rowid DESC LIMIT ?",
             (*params, diagnostics_limit),
         )

@@ -1,0 +1,73 @@
+"""The client's transports: the socket's owner and directory are checked
+before connecting (as the Pi extension does), and LocalTransport answers
+through the daemon's own api with the same authorization."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from piwatch.client import Client, DaemonNotRunning, LocalTransport, NotFound, PiwatchError
+from piwatch.transports import check_socket_owner
+
+
+def _listening(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.listen(1)
+    return s
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o770, 0o701])
+def test_a_socket_in_a_directory_others_can_enter_is_refused(short_tmp, mode):
+    d = short_tmp / "run"
+    d.mkdir()
+    s = _listening(d / "d.sock")
+    try:
+        d.chmod(mode)
+        assert "accessible to other users" in (check_socket_owner(str(d / "d.sock")) or "")
+        with pytest.raises(PiwatchError, match="refusing to use"):
+            Client(d / "d.sock").status()
+    finally:
+        s.close()
+
+
+def test_a_symlinked_socket_directory_is_refused(short_tmp):
+    real = short_tmp / "real"
+    real.mkdir(mode=0o700)
+    s = _listening(real / "d.sock")
+    (short_tmp / "link").symlink_to(real)
+    try:
+        assert "not a directory" in (check_socket_owner(str(short_tmp / "link" / "d.sock")) or "")
+    finally:
+        s.close()
+
+
+def test_a_private_directory_and_a_missing_socket_pass_the_check(short_tmp):
+    d = short_tmp / "run"
+    d.mkdir(mode=0o700)
+    assert check_socket_owner(str(d / "absent.sock")) is None
+    with pytest.raises(DaemonNotRunning):
+        Client(d / "absent.sock").status()
+    s = _listening(d / "d.sock")
+    try:
+        assert check_socket_owner(str(d / "d.sock")) is None
+    finally:
+        s.close()
+
+
+def test_local_transport_applies_the_same_authorization(index_dir):
+    index_dir.write("a.jsonl", jsonl(v3_header("s-a", "/work/proj"), msg("e", None, "user", "otter here")))
+    index_dir.write("b.jsonl", jsonl(v3_header("s-b", "/work/other"), msg("e", None, "user", "otter there")),
+                    folder="--work-other--")
+    index_dir.index()
+    with Client(transport=LocalTransport(index_dir.db), caller={"workspaceRoot": "/work/proj"}) as c:
+        assert {h.session_id for h in c.search("otter").hits} == {"s-a"}
+        with pytest.raises(NotFound):
+            c.read("s-b", "e")
+        assert [s.session_id for s in c.sessions().sessions] == ["s-a"]
+        assert c.status().sessions == 1
+    with pytest.raises(PiwatchError, match="no index at"):
+        LocalTransport(os.path.join(str(index_dir.root), "missing.sqlite3"))
