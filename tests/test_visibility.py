@@ -187,3 +187,27 @@ def test_caller_named_files_outside_the_session_roots_are_never_indexed(vworld):
         paths = [p.path for p in c.status().sources.problems]
         assert "s-outside" not in {s.session_id for s in c.sessions(limit=500).sessions}
         assert not any(str(vworld.base / "proj") in p or "elsewhere" in p for p in paths)
+
+
+def test_configured_workspace_roots_apply(short_tmp):
+    # Latent bug: the daemon read `settings.workspace_roots`, which did not exist, so configured
+    # roots never applied. A monorepo root authorizes every package below it, ahead of Git roots.
+    w = World(short_tmp)
+    w.root.mkdir()
+    mono = w.base / "mono"
+    for pkg in ("a", "b"):
+        (mono / pkg / ".git").mkdir(parents=True)
+    write(w.root, "a", "s-a", str(mono / "a"), "heron in package a")
+    write(w.root, "b", "s-b", str(mono / "b"), "heron in package b")
+    write(w.root, "c", "s-c", str(w.proj), "heron elsewhere")
+    (w.base / "none.toml").write_text(f'workspace_roots = ["{mono}"]\n')
+    w.start()
+    try:
+        for cwd in (mono / "a", mono / "b" / "deep"):
+            (cwd).mkdir(parents=True, exist_ok=True)
+            with w.client({"cwd": str(cwd)}) as c:
+                assert {h.session_id for h in c.search("heron").hits} == {"s-a", "s-b"}
+        with w.client({"cwd": str(w.proj)}) as c:  # outside the configured root: its Git root
+            assert {h.session_id for h in c.search("heron").hits} == {"s-c"}
+    finally:
+        w.stop()
