@@ -95,7 +95,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Bounds shared by the daemon and its clients.
+# Bounds shared by the daemon and its clients (the ops import them from here).
 MAX_LIMIT = 200
 MAX_OFFSET = 10_000
 MAX_SESSIONS_LIMIT = 500

@@ -21,6 +21,8 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+from piwatch import wire
+
 from ..catalog import session_row
 from ..index.redaction import index_rules
 from ..index.tree_store import DbTreeView
@@ -46,8 +48,8 @@ __all__ = [
 PREVIEW_CHARS = 2_000  # per fragment in a plain read
 SMALL_PREVIEW = 160  # neighbours and trace nodes
 WINDOW_DEFAULT = 8_000
-WINDOW_MAX = 64_000
-NEIGHBOURS_MAX = 50
+WINDOW_MAX = wire.WINDOW_MAX  # the wire contract's bounds, defined once there
+NEIGHBOURS_MAX = wire.NEIGHBOURS_MAX
 
 
 class OpError(ValueError):
@@ -64,20 +66,6 @@ def _iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _int_arg(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
-    v = args.get(key, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-        raise OpError("invalid", f"{key} must be an integer between {low} and {high}")
-    return v
-
-
-def identity(args: dict[str, Any]) -> tuple[str, str]:
-    sid, eid = args.get("sessionId"), args.get("entryId")
-    if not isinstance(sid, str) or not sid or not isinstance(eid, str) or not eid:
-        raise OpError("invalid", "sessionId and entryId are required strings")
-    return sid, eid
 
 
 def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
@@ -224,13 +212,11 @@ def _neighbours(conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order
     return out
 
 
-def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]:
-    sid, eid = identity(args)
-    order = args.get("order", "append")
-    if order not in ("append", "branch"):
-        raise OpError("invalid", "order must be append or branch")
-    before = _int_arg(args, "before", 0, 0, NEIGHBOURS_MAX)
-    after = _int_arg(args, "after", 0, 0, NEIGHBOURS_MAX)
+def event_read(conn: sqlite3.Connection, args: wire.ReadArgs) -> dict[str, Any]:
+    """The read result as wire data (`piwatch.wire.ReadResult`); `args` are
+    already validated by the wire contract."""
+    sid, eid = args.session_id, args.entry_id
+    order, before, after = args.order, args.before, args.after
     path, cwd = source_of(conn, sid)
     view = DbTreeView(conn, sid)
     row = view.row(eid)
@@ -265,7 +251,7 @@ def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]
         data = decoded.value if isinstance(decoded.value, dict) else {}
         entry = Entry(eid, row["parentId"], row["type"], row["ordinal"], row["byteOffset"], row["byteLength"],
                       row["fingerprint"], data, row["idRecorded"])
-        rules = NO_RULES if args.get("unredacted") is True else index_rules(conn)
+        rules = NO_RULES if args.unredacted else index_rules(conn)
         fragments = project_entry(sid, entry, rules, bounded=False).fragments
         texts = {f.fragment_id: f.text for f in fragments}
         content = []
@@ -289,13 +275,13 @@ def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]
             content.append(item)
         result["content"] = content
         result["omitted"] = omitted_fields(data) + redacted
-        if args.get("fragmentId") is not None:
+        if args.fragment_id is not None:
             result["fragment"] = _window(args, texts, {f.fragment_id: f for f in fragments}, locator)
-    elif args.get("fragmentId") is not None:
-        raise OpError("not-found", f"cannot read fragment {args['fragmentId']!r}: {detail}")
+    elif args.fragment_id is not None:
+        raise OpError("not-found", f"cannot read fragment {wire.quote(args.fragment_id)}: {detail}")
     if before or after:
         result["neighbours"] = _neighbours(conn, view, eid, order, before, after)
-    if args.get("unredacted") is True:
+    if args.unredacted:
         result["unredacted"] = True
         return result
     # Every other field (meta, previews, paths) through the same rules; nothing silent.
@@ -304,13 +290,15 @@ def event_read(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]
     return result
 
 
-def _window(args: dict[str, Any], texts: dict[str, str], fragments: dict, locator: dict) -> dict[str, Any]:
-    fid = args["fragmentId"]
-    if not isinstance(fid, str) or fid not in fragments:
-        raise OpError("not-found", f"no fragment {fid!r} in this event (fragments: {', '.join(fragments) or 'none'})")
+def _window(args: wire.ReadArgs, texts: dict[str, str], fragments: dict, locator: dict) -> dict[str, Any]:
+    fid = args.fragment_id
+    if fid is None or fid not in fragments:
+        raise OpError("not-found", f"no fragment {wire.quote(fid)} in this event (fragments: {', '.join(fragments) or 'none'})")
     text = texts[fid]
-    offset = _int_arg(args, "offset", 0, 0, max(len(text), 0))
-    length = _int_arg(args, "length", WINDOW_DEFAULT, 1, WINDOW_MAX)
+    offset = 0 if args.offset is None else args.offset
+    if offset > len(text):
+        raise OpError("invalid", f"offset must be between 0 and {len(text)} (the fragment's length)")
+    length = WINDOW_DEFAULT if args.length is None else args.length
     piece = text[offset : offset + length]
     end = offset + len(piece)
     return {

@@ -13,13 +13,14 @@ import sqlite3
 from typing import Any
 
 import orjson
+from piwatch import wire
 
 from ..catalog import child_sessions, session_by_path, session_row
 from ..index.redaction import index_rules
 from ..index.tree_store import DbTreeView, materialized_leaf_of
 from ..redact import redact_payload
 from ..tree import local_trace
-from .read import OpError, identity, node_summaries, node_summary, source_of
+from .read import OpError, node_summaries, node_summary, source_of
 
 __all__ = ["event_trace", "MAX_EDGES"]
 
@@ -134,8 +135,9 @@ def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[st
     return out
 
 
-def event_trace(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, Any]:
-    sid, eid = identity(args)
+def event_trace(conn: sqlite3.Connection, args: wire.TraceArgs) -> dict[str, Any]:
+    """The trace result as wire data (`piwatch.wire.TraceResult`)."""
+    sid, eid = args.session_id, args.entry_id
     source_of(conn, sid)
     view = DbTreeView(conn, sid)
     if view.node(eid) is None:
