@@ -11,6 +11,8 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .index.query import roots_clause
+
 __all__ = ["SessionRow", "child_sessions", "list_sessions", "session_by_path", "session_row", "session_rows"]
 
 _COLUMNS = (
@@ -64,18 +66,27 @@ def session_by_path(conn: sqlite3.Connection, path: str) -> SessionRow | None:
     return rows[0] if rows else None
 
 
-def child_sessions(conn: sqlite3.Connection, refs: Iterable[str], exclude: str | None = None, limit: int = 50) -> list[str]:
+def child_sessions(
+    conn: sqlite3.Connection, refs: Iterable[str], exclude: str | None = None, limit: int = 50,
+    roots: tuple[str, ...] | None = None,
+) -> list[str]:
     """Sessions whose recorded parent is one of `refs` (a session id or a
-    source path, as Pi records it), ordered by id."""
+    source path, as Pi records it), ordered by id. With `roots`, only
+    sessions whose cwd lies under them: the lookup then walks the cwd index
+    over those sessions instead of every session."""
     refs = [r for r in dict.fromkeys(refs) if r]
     if not refs:
         return []
+    where, params = f"parent_session IN ({','.join('?' * len(refs))})", list(refs)
+    if roots is not None:
+        clause, root_params = roots_clause("cwd_real", roots)
+        where = f"{clause} AND {where}"
+        params = [*root_params, *params]
     return [
         r[0]
         for r in conn.execute(
-            f"SELECT session_id FROM sessions WHERE parent_session IN ({','.join('?' * len(refs))})"
-            " AND session_id != ? ORDER BY session_id LIMIT ?",
-            (*refs, exclude or "", limit),
+            f"SELECT session_id FROM sessions WHERE {where} AND session_id != ? ORDER BY session_id LIMIT ?",
+            (*params, exclude or "", limit),
         )
     ]
 

@@ -111,7 +111,9 @@ class Visibility:
             return ()
         assert self.scope.current_session is not None
         caps = [(self.scope.current_session, self.cap(self.scope.current_session) or -1)]
-        for child in child_sessions(self.conn, self._cutoff_parents(), exclude=self.scope.current_session):
+        # Forks outside the authorized roots are invisible anyway: look only under them.
+        for child in child_sessions(self.conn, self._cutoff_parents(), exclude=self.scope.current_session,
+                                    roots=self.scope.roots):
             ordinal = self._ordinal_of_cutoff(child)
             if ordinal is not None:
                 caps.append((child, ordinal))
