@@ -126,8 +126,12 @@ class Client:
     def search(self, query: str, *, filters: dict[str, Any] | None = None, limit: int = 20, offset: int = 0,
                caller: dict[str, Any] | None = None, wait: float | None = None,
                include_own_results: bool = False) -> wire.SearchResult:
-        args = wire.SearchArgs(query=query, filters=msgspec.convert(filters or {}, wire.SearchFilters), limit=limit,
-                               offset=offset, wait_seconds=wait or None, include_own_results=include_own_results)
+        try:
+            typed = msgspec.convert(filters or {}, wire.SearchFilters)
+        except msgspec.ValidationError as exc:
+            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(str(exc))}") from None
+        args = wire.SearchArgs(query=query, filters=typed, limit=limit, offset=offset, wait_seconds=wait or None,
+                               include_own_results=include_own_results)
         result: wire.SearchResult = self.request("search", args, caller)
         return result
 
