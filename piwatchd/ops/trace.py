@@ -59,7 +59,9 @@ def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> li
         " WHERE r.target_session_id=? AND r.target_entry_id=? ORDER BY e.ordinal LIMIT ?",
         (sid, eid, MAX_EDGES),
     ).fetchall()
-    last_label = max((r[5] for r in incoming if r[0] == "labels" and r[5] is not None), default=None)
+    last_label = max(
+        (ordinal for kind, *_, ordinal in incoming if kind == "labels" and ordinal is not None), default=None
+    )
     for kind, ssid, seid, prov, detail, ordinal in incoming:
         d = orjson.loads(detail) if detail else {}
         if kind == "labels":
