@@ -1,0 +1,276 @@
+"""Soak run: piwatchd under steady live load for minutes (issue 10; not in CI).
+
+50 sessions are appended to at Pi's pace (one entry per session every
+0.5-4 s, each with a unique marker word), 16 client threads search the
+daemon over its socket without pause, and the daemon's RSS is sampled every
+few seconds. At the end every marker written must be searchable (one search
+per session, filtered to it), and the RSS trend over the run is reported.
+A probe thread measures append -> searchable latency on a sample of appends.
+
+    python -m bench.soak --minutes 3            # report in bench/out/soak-<minutes>m.json
+
+Appends are written as Pi writes them (one complete JSON line per entry,
+O_APPEND), with the line shapes of tests/conftest.py; the real Pi writer
+would cost a Node process per append at this rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from piwatch.client import Client
+
+__all__ = ["main"]
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SESSIONS = 50
+SEARCHERS = 16
+ALL = {"all": True}  # the local CLI's caller: every session
+WORDS = ["build", "failing", "test", "import", "module", "config", "retry", "socket", "parser", "token", "cache", "merge", "branch"]
+
+
+def _line(obj: dict) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
+
+
+def _header(sid: str) -> bytes:
+    return _line({"type": "session", "version": 3, "id": sid, "timestamp": "2026-05-01T10:00:00.000Z",
+                  "cwd": f"/work/soak/{sid}"})
+
+
+def _entry(sid: str, n: int, parent: str | None, marker: str, rng: random.Random) -> tuple[str, bytes]:
+    eid = f"{sid}-{n}"
+    filler = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))
+    role = "user" if n % 2 == 0 else "assistant"
+    content = f"{marker} {filler}" if role == "user" else [{"type": "text", "text": f"{marker} {filler}"}]
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    return eid, _line({"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
+                       "message": {"role": role, "content": content}})
+
+
+class Soak:
+    def __init__(self, base: Path, minutes: float, seed: int) -> None:
+        self.base = base
+        self.root = base / "sessions" / "--work-soak--"
+        self.db = base / "index.sqlite3"
+        self.sock = base / "d.sock"
+        self.minutes = minutes
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.written: dict[str, list[tuple[str, str]]] = {}  # sid -> [(entry id, marker)]
+        self.lock = threading.Lock()
+        self.searches = 0
+        self.search_errors: list[str] = []
+        self.search_ms: list[float] = []
+        self.visible_ms: list[float] = []
+        self.rss: list[tuple[float, int]] = []
+
+    # -- parts -------------------------------------------------------------------
+
+    def start_daemon(self) -> subprocess.Popen:
+        self.root.mkdir(parents=True)
+        for i in range(SESSIONS):
+            sid = f"soak{i:02d}"
+            (self.root / f"{sid}.jsonl").write_bytes(_header(sid))
+            self.written[sid] = []
+        env = {**os.environ, "PIWATCH_CONFIG": str(self.base / "none.toml")}
+        self.log = open(self.base / "daemon.log", "wb")
+        proc = subprocess.Popen([str(BIN / "piwatchd"), "--sessions", str(self.root.parent), "--db", str(self.db),
+                                 "--socket", str(self.sock), "--log-level", "warning"],
+                                stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with Client(self.sock, timeout=5) as c:
+                    if c.status().service.phase == "idle":
+                        return proc
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise SystemExit("piwatchd did not start; see daemon.log")
+
+    def writer(self, sid: str) -> None:
+        rng = random.Random(sid)
+        path = self.root / f"{sid}.jsonl"
+        n, parent = 0, None
+        while not self.stop.wait(rng.uniform(0.5, 4.0)):
+            marker = f"mk{sid}n{n}"
+            eid, data = _entry(sid, n, parent, marker, rng)
+            with open(path, "ab") as fh:  # O_APPEND: one whole line per write, as Pi does
+                fh.write(data)
+            with self.lock:
+                self.written[sid].append((eid, marker))
+            n, parent = n + 1, eid
+
+    def searcher(self) -> None:
+        rng = random.Random(threading.get_ident())
+        with Client(self.sock, timeout=30, caller=ALL) as c:
+            while not self.stop.is_set():
+                with self.lock:
+                    sid = rng.choice(list(self.written))
+                    recent = self.written[sid][-1][1] if self.written[sid] and rng.random() < 0.5 else None
+                query = recent or " ".join(rng.sample(WORDS, 2))
+                t0 = time.perf_counter()
+                try:
+                    c.search(query, limit=10)
+                except Exception as exc:
+                    self.search_errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                self.search_ms.append((time.perf_counter() - t0) * 1000)
+                self.searches += 1
+
+    def probe(self) -> None:
+        """Append -> searchable latency for a sample of appends (a fresh marker each time)."""
+        rng = random.Random(7)
+        with Client(self.sock, timeout=30, caller=ALL) as c:
+            while not self.stop.wait(rng.uniform(1.0, 3.0)):
+                with self.lock:
+                    sid = rng.choice(list(self.written))
+                    if not self.written[sid]:
+                        continue
+                    count, marker = len(self.written[sid]), self.written[sid][-1][1]
+                t0 = time.perf_counter()
+                while not self.stop.is_set():
+                    if c.search(marker, filters={"sessionId": [sid]}, limit=1).hits:
+                        self.visible_ms.append((time.perf_counter() - t0) * 1000)
+                        break
+                    if time.perf_counter() - t0 > 30:
+                        self.search_errors.append(f"{marker} not searchable after 30 s (entry {count})")
+                        break
+                    time.sleep(0.01)
+
+    def sampler(self, pid: int) -> None:
+        proc = psutil.Process(pid)
+        t0 = time.monotonic()
+        while True:
+            self.rss.append((time.monotonic() - t0, proc.memory_info().rss))
+            if self.stop.wait(5.0):
+                return
+
+    # -- the run -------------------------------------------------------------------
+
+    def verify(self) -> dict:
+        """Every marker written is searchable, per session; returns the counts."""
+        missing: list[str] = []
+        total = 0
+        deadline = time.monotonic() + 60
+        with Client(self.sock, timeout=30, caller=ALL) as c:
+            for sid, entries in self.written.items():
+                want = {eid for eid, _ in entries}
+                total += len(want)
+                got: set[str] = set()
+                while time.monotonic() < deadline:
+                    # One search per marker: each must find exactly its own entry.
+                    got = {eid for eid, m in entries
+                           if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2).hits] == [eid]}
+                    if got == want:
+                        break
+                    time.sleep(0.5)
+                missing.extend(sorted(want - got))
+        return {"appends": total, "searchable": total - len(missing), "missing": missing[:20]}
+
+    def run(self) -> dict:
+        proc = self.start_daemon()
+        threads = [threading.Thread(target=self.writer, args=(sid,), daemon=True) for sid in self.written]
+        threads += [threading.Thread(target=self.searcher, daemon=True) for _ in range(SEARCHERS)]
+        threads += [threading.Thread(target=self.probe, daemon=True),
+                    threading.Thread(target=self.sampler, args=(proc.pid,), daemon=True)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        try:
+            self.stop.wait(self.minutes * 60)
+        finally:
+            self.stop.set()
+            for t in threads:
+                t.join(60)
+        seconds = time.monotonic() - started
+        verified = self.verify()
+        with Client(self.sock, timeout=10) as c:
+            svc = c.status().service
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        rc = proc.wait(30)
+        stop_seconds = time.monotonic() - t0
+        self.log.close()
+        return self.report(seconds, verified, svc, rc, stop_seconds)
+
+    def report(self, seconds: float, verified: dict, svc, rc: int, stop_seconds: float) -> dict:
+        mb = [(t, r / 2**20) for t, r in self.rss]
+        warm = [r for t, r in mb if t >= 30] or [r for _, r in mb]
+        third = max(1, len(warm) // 3)
+        slope = _slope([(t, r) for t, r in mb if t >= 30]) * 60 if len(warm) >= 3 else 0.0
+        return {
+            "minutes": round(seconds / 60, 2),
+            "sessions": SESSIONS,
+            "searchers": SEARCHERS,
+            "appends": verified["appends"],
+            "searchable": verified["searchable"],
+            "missing": verified["missing"],
+            "searches": self.searches,
+            "search_errors": len(self.search_errors),
+            "search_error_samples": self.search_errors[:5],
+            "search_ms": {"p50": pct(self.search_ms, 50), "p95": pct(self.search_ms, 95), "p99": pct(self.search_ms, 99)},
+            "append_to_searchable_ms": {"samples": len(self.visible_ms), "p50": pct(self.visible_ms, 50),
+                                        "p95": pct(self.visible_ms, 95), "max": round(max(self.visible_ms, default=0), 1)},
+            "rss_mb": {"first": round(mb[0][1], 1), "after_warmup_first_third": round(statistics.median(warm[:third]), 1),
+                       "last_third": round(statistics.median(warm[-third:]), 1), "max": round(max(r for _, r in mb), 1),
+                       "slope_mb_per_min_after_warmup": round(slope, 2), "samples": len(mb)},
+            "service": {"phase": svc.phase, "errors": len(svc.errors), "files_ingested": svc.files_ingested,
+                        "events_ingested": svc.events_ingested, "missed_by_events": svc.missed_by_events},
+            "sigterm_exit": rc,
+            "sigterm_seconds": round(stop_seconds, 2),
+            "load_average": os.getloadavg(),
+            "cpus": os.cpu_count(),
+        }
+
+
+def pct(xs: list[float], q: int) -> float | None:
+    return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 1) if len(xs) >= 2 else None
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope (units per second)."""
+    if len(points) < 2:
+        return 0.0
+    mt = statistics.fmean(t for t, _ in points)
+    mr = statistics.fmean(r for _, r in points)
+    den = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (r - mr) for t, r in points) / den if den else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", default=str(REPO / "bench" / "out"))
+    ns = p.parse_args(argv)
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsoak-"))
+    try:
+        report = Soak(base, ns.minutes, ns.seed).run()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out = Path(ns.out) / f"soak-{ns.minutes:g}m.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    print(f"report: {out}")
+    ok = report["searchable"] == report["appends"] and report["sigterm_exit"] == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
