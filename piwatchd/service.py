@@ -53,6 +53,7 @@ STATE_KEY = "service"
 MERGE_AFTER_BYTES = 16 * 1024 * 1024
 MERGE_STEP_PAGES = 256
 _MAX_FILE_ERRORS = 50
+_LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one file's
 # Transient failures are retried after 0.5 s, 1 s, 2 s, ... at most this long.
 RETRY_MAX_SECONDS = 60.0
 
@@ -216,6 +217,7 @@ class Service:
                     start_up = False
                     self._full_scan("start-up")
                 self._turn()
+                self.progress.errors.pop(_LOOP_ERROR, None)
             except _IndexLost as lost:
                 self._rebuild_index(str(lost))
             except sqlite3.OperationalError as exc:
@@ -226,6 +228,13 @@ class Service:
                 if not _corrupt(exc):
                     raise
                 self._rebuild_index(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it")
+            except Exception as exc:  # noqa: BLE001 - reported in status; the loop goes on
+                # Per-file errors never get here (Ingestor contains them): this is
+                # the machine (a text-index write on a full disk, say). Keep serving
+                # what is indexed, say so, and try again after a pause.
+                log.exception("ingest turn failed")
+                self._file_error(_LOOP_ERROR, f"{type(exc).__name__}: {excerpt(str(exc), 120)}")
+                self._stop.wait(1.0)
 
     def _open_index(self) -> None:
         conn, problem = open_or_rebuild(self.config.db_path, self.config.engine)
@@ -427,7 +436,10 @@ class Service:
             self._retry_later(path, exc)
             return None
         self.commits.notify()
-        self._retries.pop(path, None)
+        if self._retries.pop(path, None) is not None:
+            # A commit worked again (space freed, lock gone): the others need not wait out their backoff.
+            now = self._clock()
+            self._retries = {p: (min(when, now), n) for p, (when, n) in self._retries.items()}
         self.progress.files_ingested += 1
         self.progress.bytes_ingested += outcome.bytes_read
         self.progress.events_ingested += outcome.events

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -121,6 +122,31 @@ def test_transient_failure_is_retried_with_backoff_not_at_the_next_scan(live):
     poll(lambda: not status(live).service.errors, 10, message="the error cleared")
     assert status(live).service.retries >= 1
     assert d.stop() == 0
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="prlimit is Linux-only")
+def test_disk_full_is_retried_and_heals_when_space_returns(live):
+    """A full disk, simulated for the daemon alone: its file-size limit is
+    lowered below the index's size (writes fail with EFBIG; Python ignores
+    SIGXFSZ), then lifted again."""
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE, (8192, hard))
+    try:
+        with open(live.path, "ab") as fh:
+            fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "heron on a full disk " + "filler " * 20000)))
+        poll(lambda: any("retry" in e for e in status(live).service.errors.values()), 30,
+             message="a scheduled retry in status")
+        assert cli_status_rc(live) == 2
+        assert search_cli(live.db, "heron") == []
+    finally:
+        resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
+    freed = time.monotonic()
+    poll(lambda: search_cli(live.db, "heron") == [("s-1", "s-1-b")], 60, message="indexed once space returned")
+    assert time.monotonic() - freed < 30  # well before the 60 s scan: the backoff retried it
+    poll(lambda: not status(live).service.errors, 15, message="the error cleared")
+    assert d.proc.poll() is None and d.stop() == 0
 
 
 @pytest.mark.parametrize("how", ["socket-removed", "directory-removed", "sighup"])
