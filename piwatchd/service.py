@@ -228,7 +228,7 @@ class Service:
                 if not _corrupt(exc):
                     raise
                 self._rebuild_index(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it")
-            except Exception as exc:  # noqa: BLE001 - reported in status; the loop goes on
+            except Exception as exc:  # reported in status; the loop goes on
                 # Per-file errors never get here (Ingestor contains them): this is
                 # the machine (a text-index write on a full disk, say). Keep serving
                 # what is indexed, say so, and try again after a pause.
