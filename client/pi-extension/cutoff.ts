@@ -3,14 +3,9 @@
 // holding the invoking tool call. The daemon hides that entry and everything
 // after it, so the agent never "finds" its own current turn as history.
 
-export interface Caller {
-	cwd?: string;
-	workspaceRoot?: string;
-	sessionId?: string;
-	sessionFile?: string;
-	cutoffEntryId?: string;
-	toolCallId?: string;
-}
+import type { Caller } from "./wire.ts";
+
+export type { Caller };
 
 /**
  * The assistant entry on the current branch whose content holds `toolCallId`.

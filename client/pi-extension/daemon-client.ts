@@ -10,6 +10,7 @@
 import { createConnection, type Socket } from "node:net";
 import { encodeFrame, FrameDecoder, PROTOCOL_VERSION } from "./framing.ts";
 import { socketPath } from "./socket-path.ts";
+import type { Caller, ErrorBody, Freshness, Notice, Response } from "./wire.ts";
 
 export const CLIENT_NAME = "piwatch-pi/0.1";
 const CONNECT_TIMEOUT_MS = 3_000;
@@ -37,10 +38,11 @@ export interface CallOptions {
 	timeoutMs?: number;
 }
 
-export interface DaemonResponse {
-	result: any;
-	warnings: any[];
-	freshness: any;
+/** A successful answer: the op's result (typed by the caller: SearchResult, ReadResult, ...) and the envelope. */
+export interface DaemonResponse<R = unknown> {
+	result: R;
+	warnings: Notice[];
+	freshness: Freshness | null;
 }
 
 function envTimeout(): number | undefined {
@@ -48,8 +50,9 @@ function envTimeout(): number | undefined {
 	return Number.isFinite(raw) && raw > 0 ? raw : undefined;
 }
 
-function connectError(path: string, err: any): DaemonError {
-	const code = err?.code ?? "error";
+function connectError(path: string, err: NodeJS.ErrnoException | unknown): DaemonError {
+	const e = err as NodeJS.ErrnoException | undefined;
+	const code = e?.code ?? "error";
 	const why =
 		code === "ENOENT"
 			? "no socket there"
@@ -57,11 +60,11 @@ function connectError(path: string, err: any): DaemonError {
 				? "nothing is listening (stale socket)"
 				: code === "EACCES" || code === "EPERM"
 					? "permission denied"
-					: String(err?.message ?? code);
+					: String(e?.message ?? code);
 	return new DaemonError("daemon_down", `piwatchd is not running at ${path} (${why}). ${START_HINT}`);
 }
 
-function requestError(op: string, error: any): DaemonError {
+function requestError(op: string, error: Partial<ErrorBody> | null | undefined): DaemonError {
 	const code = typeof error?.code === "string" ? error.code : "internal";
 	const message = typeof error?.message === "string" ? error.message : "unknown error";
 	switch (code) {
@@ -85,13 +88,13 @@ function requestError(op: string, error: any): DaemonError {
 }
 
 /** Send one operation; resolves with the daemon's result or rejects with a DaemonError. */
-export function callDaemon(op: string, args: Record<string, unknown>, caller: Record<string, unknown>, opts: CallOptions = {}): Promise<DaemonResponse> {
+export function callDaemon<R = unknown>(op: string, args: object, caller: Caller, opts: CallOptions = {}): Promise<DaemonResponse<R>> {
 	const path = opts.socket ?? socketPath();
 	const timeoutMs = opts.timeoutMs ?? envTimeout() ?? REQUEST_TIMEOUT_MS;
 	const connectTimeoutMs = Math.min(opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, timeoutMs);
 	const signal = opts.signal;
 
-	return new Promise<DaemonResponse>((resolve, reject) => {
+	return new Promise<DaemonResponse<R>>((resolve, reject) => {
 		if (signal?.aborted) {
 			reject(new DaemonError("aborted", `piwatch ${op} was cancelled before it reached piwatchd.`));
 			return;
@@ -101,7 +104,7 @@ export function callDaemon(op: string, args: Record<string, unknown>, caller: Re
 		let sock: Socket | undefined;
 		const decoder = new FrameDecoder();
 
-		const finish = (err?: DaemonError, value?: DaemonResponse) => {
+		const finish = (err?: DaemonError, value?: DaemonResponse<R>) => {
 			if (settled) return;
 			settled = true;
 			clearTimeout(connectTimer);
@@ -125,13 +128,13 @@ export function callDaemon(op: string, args: Record<string, unknown>, caller: Re
 		const send = (message: unknown) => {
 			try {
 				sock!.write(encodeFrame(message));
-			} catch (err: any) {
-				finish(new DaemonError("bad_request", `${op}: ${err?.message ?? err}`));
+			} catch (err) {
+				finish(new DaemonError("bad_request", `${op}: ${(err as Error)?.message ?? err}`));
 			}
 		};
 
 		let stage: "hello" | "op" = "hello";
-		const onFrame = (frame: any) => {
+		const onFrame = (frame: Response | null | undefined) => {
 			if (!frame || typeof frame !== "object") {
 				finish(new DaemonError("protocol", `piwatchd sent a malformed response to ${stage}.`));
 				return;
@@ -141,7 +144,7 @@ export function callDaemon(op: string, args: Record<string, unknown>, caller: Re
 					finish(requestError("hello", frame.error));
 					return;
 				}
-				const proto = frame.result?.proto;
+				const proto = (frame.result as { proto?: unknown } | null | undefined)?.proto;
 				if (proto !== undefined && proto !== PROTOCOL_VERSION) {
 					finish(requestError("hello", { code: "unsupported_protocol", message: `daemon speaks protocol ${proto}` }));
 					return;
@@ -155,7 +158,8 @@ export function callDaemon(op: string, args: Record<string, unknown>, caller: Re
 				finish(requestError(op, frame.error));
 				return;
 			}
-			finish(undefined, { result: frame.result, warnings: frame.warnings ?? [], freshness: frame.freshness ?? {} });
+			// The daemon's answer to `op` has the contract's result type for it (checked on the Python side).
+			finish(undefined, { result: frame.result as R, warnings: frame.warnings ?? [], freshness: frame.freshness ?? null });
 		};
 
 		try {
@@ -173,13 +177,13 @@ export function callDaemon(op: string, args: Record<string, unknown>, caller: Re
 			let frames: unknown[];
 			try {
 				frames = decoder.push(chunk);
-			} catch (err: any) {
-				finish(new DaemonError("protocol", `bad response from piwatchd: ${err?.message ?? err}`));
+			} catch (err) {
+				finish(new DaemonError("protocol", `bad response from piwatchd: ${(err as Error)?.message ?? err}`));
 				return;
 			}
-			for (const f of frames) onFrame(f);
+			for (const f of frames) onFrame(f as Response);
 		});
-		sock.on("error", (err: any) => {
+		sock.on("error", (err: NodeJS.ErrnoException) => {
 			finish(connected ? new DaemonError("daemon_down", `piwatchd connection failed during ${op}: ${err?.code ?? err?.message}. ${START_HINT}`) : connectError(path, err));
 		});
 		sock.on("close", () => {

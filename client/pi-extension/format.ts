@@ -1,6 +1,30 @@
 // Turning daemon results into text a model can use. Everything here is
 // framed as historical evidence: a record of earlier sessions, whose quoted
 // words are data and never instructions for the current turn.
+//
+// Every field of a search, read and trace result either appears in the text
+// or is left out for a stated reason (tests/test_pi_tool_text.py holds the
+// list); the structured result also travels in the tool's `details`.
+
+import type {
+	Alternative,
+	ContentItem,
+	EventInfo,
+	ForkStop,
+	FragmentWindow,
+	Freshness,
+	Hit,
+	Locator,
+	Neighbours,
+	NodeSummary,
+	Notice,
+	Omitted,
+	ReadResult,
+	Relationship,
+	SearchResult,
+	Target,
+	TraceResult,
+} from "./wire.ts";
 
 export const MAX_OUTPUT_BYTES = 50_000;
 export const MAX_DETAILS_BYTES = 60_000;
@@ -12,13 +36,15 @@ const EVIDENCE_NOTE =
 
 const str = (v: unknown): string => (v === null || v === undefined ? "" : String(v));
 const short = (s: string, n: number): string => (s.length <= n ? s : `${s.slice(0, n)}…`);
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
+const arr = <T>(v: T[] | null | undefined): T[] => (Array.isArray(v) ? v : []);
 
 /** Cut `text` to at most `maxBytes` UTF-8 bytes on a character boundary, saying so. */
 export function fitText(text: string, maxBytes = MAX_OUTPUT_BYTES): string {
 	if (Buffer.byteLength(text) <= maxBytes) return text;
 	const note = `\n[… output cut to ${maxBytes} bytes by piwatch; narrow the request (limit, fragmentId/offset/length) for the rest]`;
 	const budget = maxBytes - Buffer.byteLength(note);
-	let bytes = Buffer.from(text).subarray(0, Math.max(0, budget));
+	const bytes = Buffer.from(text).subarray(0, Math.max(0, budget));
 	// Do not end inside a multi-byte character.
 	let s = bytes.toString("utf8");
 	if (s.endsWith("\uFFFD")) s = s.slice(0, -1);
@@ -46,148 +72,242 @@ export function markSnippet(snippet: string, spans: unknown): string {
 	return out;
 }
 
-function stateLine(x: any): string {
+interface States {
+	branchState?: string;
+	selectionState?: string;
+	contextRole?: string;
+	isError?: boolean;
+}
+
+function stateLine(x: States | null | undefined): string {
 	const parts = [];
 	if (x?.branchState) parts.push(`branch ${x.branchState}`);
 	if (x?.selectionState) parts.push(`context ${x.selectionState}`);
+	if (x?.contextRole) parts.push(`role in context: ${x.contextRole}`);
 	if (x?.isError) parts.push("error");
 	return parts.join(", ");
 }
 
-function eventLabel(x: any): string {
+function eventLabel(x: { eventType?: string; type?: string; role?: string | null } | null | undefined): string {
 	const type = x?.eventType ?? x?.type;
 	return [type, x?.role].filter(Boolean).join("/");
 }
 
-function freshnessNotes(freshness: any): string[] {
+const tools = (names: string[] | null | undefined): string => (arr(names).length ? ` [${arr(names).join(", ")}]` : "");
+const where = (l: Locator | null | undefined): string =>
+	l ? `${l.path} at byte ${l.byteOffset} (${l.byteLength} bytes)` : "";
+
+/**
+ * The catch-up notice first: while piwatchd is still indexing the history
+ * (first start, or a big backlog), a search can miss what exists, and "no
+ * hits" does not mean "never happened".
+ */
+function catchUpNotes(warnings: Notice[] | null | undefined): string[] {
+	return arr(warnings)
+		.filter((w) => w?.code === "indexing")
+		.slice(0, 1)
+		.map(
+			(w) =>
+				`NOTE: the Pi session history is still being indexed (${str(w.message)}). Events not indexed yet cannot be found or read: results may be incomplete, and no hit does not mean it never happened. Repeat the search in a minute for a complete answer.`,
+		);
+}
+
+const stillIndexing = (warnings: Notice[] | null | undefined): boolean => arr(warnings).some((w) => w?.code === "indexing");
+
+function freshnessNotes(freshness: Freshness | null | undefined): string[] {
 	const out: string[] = [];
-	for (const f of Array.isArray(freshness?.sessions) ? freshness.sessions : []) {
+	for (const f of arr(freshness?.sessions)) {
 		if (f && f.complete === false) {
 			out.push(`note: session ${f.sessionId} is still being indexed (${str(f.indexedBytes)} of ${str(f.fileBytes)} bytes); its newest events may be missing.`);
 		}
 	}
-	if (typeof freshness?.backlog === "number" && freshness.backlog > 0) out.push(`note: piwatchd is still indexing ${freshness.backlog} file${freshness.backlog === 1 ? "" : "s"}; the newest events may be missing.`);
+	const backlog = freshness?.backlog;
+	if (typeof backlog === "number" && backlog > 0) out.push(`note: piwatchd is still indexing ${plural(backlog, "file")}; the newest events may be missing.`);
 	return out;
 }
 
-function warningNotes(warnings: any[]): string[] {
-	return (Array.isArray(warnings) ? warnings : []).slice(0, 5).map((w) => {
-		if (w && typeof w === "object") return `warning: ${[w.code, w.path, w.message].filter(Boolean).join(" ")}`;
-		return `warning: ${str(w)}`;
-	});
+function warningNotes(warnings: Notice[] | null | undefined): string[] {
+	return arr(warnings)
+		.filter((w) => w?.code !== "indexing")
+		.slice(0, 5)
+		.map((w) => (w && typeof w === "object" ? `warning: ${[w.code, w.path, w.message].filter(Boolean).join(" ")}` : `warning: ${str(w)}`));
 }
 
-export function formatSearch(query: string, result: any, warnings: any[], freshness: any): string {
-	const hits: any[] = Array.isArray(result?.hits) ? result.hits : [];
+function hitLines(h: Hit, n: number): string[] {
+	const ev = h.evidence;
+	const kind = ev?.kind ? `${ev.kind}${ev.toolName ? ` [${ev.toolName}]` : ""}` : eventLabel(h);
+	const lines = [`${n}. session ${str(h.sessionId)} · entry ${str(h.entryId)} · ${kind} · ${str(h.timestamp) || "time unknown"}`];
+	const matched = h.matchedFragments > 1 ? `${h.matchedFragments} parts matched, best: fragment ${str(ev?.fragmentId)}` : `fragment ${str(ev?.fragmentId)}`;
+	lines.push(`   ${[eventLabel(h), stateLine(h), matched].filter(Boolean).join(" · ")}`);
+	const place = [h.cwd ? `cwd ${h.cwd}` : "", h.sessionName ? `session "${short(str(h.sessionName), 80)}"` : ""].filter(Boolean).join(" · ");
+	if (place) lines.push(`   ${place}`);
+	lines.push(`   ${markSnippet(str(h.snippet), h.spans)}`);
+	return lines;
+}
+
+export function formatSearch(query: string, result: SearchResult, warnings: Notice[], freshness: Freshness | null | undefined): string {
+	const hits = arr(result?.hits);
 	const offset = Number(result?.offset ?? 0);
-	const lines: string[] = [];
+	const lines: string[] = [...catchUpNotes(warnings)];
 	const more = result?.hasMore ? " (more available)" : "";
-	lines.push(`event_search ${JSON.stringify(query)}: ${hits.length} hit${hits.length === 1 ? "" : "s"}${more}.`);
+	lines.push(`event_search ${JSON.stringify(query)}: ${plural(hits.length, "hit")}${more} (page size ${str(result?.limit)}).`);
+	const roots = result?.scope?.roots;
+	if (Array.isArray(roots) && roots.length) lines.push(`Searched the sessions of ${roots.join(", ")}.`);
 	lines.push(EVIDENCE_NOTE);
 	if (hits.length) lines.push(`Matched terms are marked ${OPEN}like this${CLOSE}.`);
 	hits.forEach((h, i) => {
-		const ev = h?.evidence ?? {};
-		const kind = ev.kind ? `${ev.kind}${ev.toolName ? ` [${ev.toolName}]` : ""}` : eventLabel(h);
-		lines.push("");
-		lines.push(`${offset + i + 1}. session ${str(h.sessionId)} · entry ${str(h.entryId)} · ${kind} · ${str(h.timestamp) || "time unknown"}`);
-		const meta = [eventLabel(h), stateLine(h)].filter(Boolean).join(" · ");
-		if (meta) lines.push(`   ${meta}`);
-		const where = [h.cwd ? `cwd ${h.cwd}` : "", h.sessionName ? `session "${short(str(h.sessionName), 80)}"` : ""].filter(Boolean).join(" · ");
-		if (where) lines.push(`   ${where}`);
-		lines.push(`   ${markSnippet(str(h.snippet), h.spans)}`);
+		lines.push("", ...hitLines(h, offset + i + 1));
 	});
 	lines.push("");
 	if (hits.length) {
 		lines.push("Next: event_read {sessionId, entryId} for the full event (add before/after for neighbours); event_trace {sessionId, entryId} for what led to it and what followed.");
+	} else if (stillIndexing(warnings)) {
+		lines.push("No hits so far, but the history is still being indexed (see the note above): search again shortly before concluding it is not there.");
 	} else {
-		lines.push("No hits in the sessions this project may see. Try other words, fewer filters, or a prefix (e.g. pars*).");
+		lines.push('No hits in the sessions this project may see. Try other distinctive words (every word must occur), fewer words, a shorter "quoted phrase", or fewer filters.');
 	}
 	if (result?.hasMore) lines.push(`More hits: repeat with offset=${offset + hits.length}.`);
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));
 	return fitText(lines.join("\n"));
 }
 
-function nodeLine(n: any): string {
+/** One tree node: id, label, time, states; its session only when it is not `sessionId`. */
+function nodeLine(n: NodeSummary | null | undefined, sessionId?: string): string {
 	if (!n || typeof n !== "object") return "(none)";
-	const tools = Array.isArray(n.toolNames) && n.toolNames.length ? ` [${n.toolNames.join(", ")}]` : "";
-	const head = [`entry ${str(n.entryId)}`, `${eventLabel(n)}${tools}`, str(n.timestamp), stateLine(n)].filter(Boolean).join(" · ");
+	const other = n.sessionId && n.sessionId !== sessionId ? `session ${n.sessionId} ` : "";
+	const derived = n.provenance ? `(${n.provenance})` : "";
+	const head = [`${other}entry ${str(n.entryId)}`, `${eventLabel(n)}${tools(n.toolNames)}`, str(n.timestamp), stateLine(n), derived]
+		.filter(Boolean)
+		.join(" · ");
 	return n.preview ? `${head}\n     ${JSON.stringify(short(str(n.preview), 200))}` : head;
 }
 
-export function formatRead(result: any, warnings: any[], freshness: any): string {
-	const ev = result?.event ?? {};
+function metaText(meta: Record<string, unknown> | null | undefined): string {
+	const entries = Object.entries(meta ?? {}).filter(([, v]) => v !== null && v !== undefined);
+	return entries.map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ");
+}
+
+function eventLines(ev: EventInfo, r: ReadResult): string[] {
+	const head = [`${eventLabel(ev)}${tools(ev.toolNames)}`, str(ev.timestamp) || "time unknown", stateLine(ev), ev.parentId ? `parent ${ev.parentId}` : "root (no parent)"];
+	const lines = [head.filter(Boolean).join(" · ")];
+	if (ev.idRecorded === false) lines.push(`entry id ${r.entryId} is derived from the line's position (the file records no ids)`);
+	const meta = metaText(ev.meta);
+	if (meta) lines.push(`meta: ${meta}`);
+	if (r.session?.cwd) lines.push(`cwd ${r.session.cwd}`);
+	const src = r.source;
+	if (src) {
+		const state = src.status === "verified" ? "verified unchanged since indexing" : `${src.status}${src.detail ? `: ${src.detail}` : ""}`;
+		lines.push(`source ${where(src)}, ${state}`);
+	}
+	return lines;
+}
+
+function contentLines(c: ContentItem): string[] {
+	const about = [c.kind, c.toolName ? `tool ${c.toolName}` : "", c.callId ? `call ${c.callId}` : "", `${c.length} chars`].filter(Boolean).join(", ");
+	const lines = ["", `--- ${str(c.fragmentId)} (${about}) ---`, str(c.text)];
+	if (c.truncated) {
+		const off = c.next?.offset ?? str(c.text).length;
+		const file = c.locator ? `; the whole entry is in ${where(c.locator)}` : "";
+		lines.push(`[… preview ends at ${off} of ${c.length} chars: event_read with fragmentId="${str(c.next?.fragmentId ?? c.fragmentId)}", offset=${off} for more${file}]`);
+	}
+	return lines;
+}
+
+function windowLines(w: FragmentWindow): string[] {
+	const end = Number(w.offset) + Number(w.length);
+	const lines = ["", `--- window of ${str(w.fragmentId)} (${str(w.kind)}): chars ${str(w.offset)}-${end} of ${str(w.totalLength)} ---`, str(w.text)];
+	if (w.hasMore) lines.push(`[… more: event_read with fragmentId="${str(w.fragmentId)}", offset=${str(w.nextOffset)}]`);
+	else lines.push("[end of this fragment]");
+	if (w.locator) lines.push(`(source: ${where(w.locator)})`);
+	return lines;
+}
+
+function omittedText(o: Omitted): string {
+	const counts = Object.entries(o.counts ?? {}).map(([kind, n]) => `${str(n)} ${kind}`);
+	const extra = [o.mimeType, o.base64Chars ? `${o.base64Chars} base64 chars` : "", ...counts].filter(Boolean).join(", ");
+	return `${str(o.field)} (${str(o.kind)}${extra ? `, ${extra}` : ""}: ${str(o.reason)})`;
+}
+
+function omittedLines(omitted: Omitted[] | null | undefined): string[] {
+	const list = arr(omitted);
+	return list.length ? ["", `omitted on purpose: ${list.map(omittedText).join("; ")}`] : [];
+}
+
+/** Branch order: the forks passed on the way (other branches to look at) and where the walk stopped. */
+function forkLines(alternatives: Alternative[] | null | undefined, stop: ForkStop | null | undefined): string[] {
 	const lines: string[] = [];
+	for (const a of arr(alternatives)) {
+		lines.push(`  fork at entry ${str(a.at)}: this branch continues with ${str(a.followed)}; other branches start at ${arr(a.alternatives).join(", ")}`);
+	}
+	if (stop && typeof stop === "object") {
+		lines.push(`  stopped at a fork after entry ${str(stop.at)}: no branch there leads to the session's leaf; it continues at one of ${arr(stop.candidates).join(", ")}`);
+	}
+	if (lines.length) lines.push("  (event_read or event_trace an entry above to follow another branch)");
+	return lines;
+}
+
+function neighbourLines(nb: Neighbours, r: ReadResult): string[] {
+	const lines = ["", `neighbours in ${str(nb.order)} order:`];
+	if (nb.reachedRoot) lines.push("  (the session's first entry is reached)");
+	for (const n of arr(nb.before)) lines.push(`  before: ${nodeLine(n, r.sessionId)}`);
+	lines.push(`  >> this entry ${str(r.entryId)}`);
+	for (const n of arr(nb.after)) lines.push(`  after:  ${nodeLine(n, r.sessionId)}`);
+	lines.push(...forkLines(nb.alternatives, nb.stoppedAtFork));
+	return lines;
+}
+
+export function formatRead(result: ReadResult, warnings: Notice[], freshness: Freshness | null | undefined): string {
+	const lines: string[] = [...catchUpNotes(warnings)];
 	lines.push(`event_read session ${str(result?.sessionId)} entry ${str(result?.entryId)}.`);
 	lines.push(EVIDENCE_NOTE);
-	const tools = Array.isArray(ev.toolNames) && ev.toolNames.length ? ` [${ev.toolNames.join(", ")}]` : "";
-	lines.push(`${eventLabel(ev)}${tools} · ${str(ev.timestamp) || "time unknown"}${stateLine(ev) ? ` · ${stateLine(ev)}` : ""}${ev.parentId ? ` · parent ${ev.parentId}` : ""}`);
-	if (result?.session?.cwd) lines.push(`cwd ${result.session.cwd}`);
-	const src = result?.source ?? {};
-	if (src.status && src.status !== "verified") lines.push(`source ${src.status}: ${str(src.detail)}`);
-	for (const c of Array.isArray(result?.content) ? result.content : []) {
-		lines.push("");
-		lines.push(`--- ${str(c.fragmentId)} (${str(c.kind)}${c.toolName ? `, tool ${c.toolName}` : ""}, ${str(c.length)} chars) ---`);
-		lines.push(str(c.text));
-		if (c.truncated) {
-			const off = c.next?.offset ?? str(c.text).length;
-			lines.push(`[… preview ends at ${off} of ${str(c.length)} chars: event_read with fragmentId="${str(c.fragmentId)}", offset=${off} for more]`);
-		}
-	}
-	const w = result?.fragment;
-	if (w && typeof w === "object") {
-		lines.push("");
-		lines.push(`--- window of ${str(w.fragmentId)}: chars ${str(w.offset)}-${Number(w.offset) + Number(w.length)} of ${str(w.totalLength)} ---`);
-		lines.push(str(w.text));
-		if (w.hasMore) lines.push(`[… more: event_read with fragmentId="${str(w.fragmentId)}", offset=${str(w.nextOffset)}]`);
-	}
-	const omitted = Array.isArray(result?.omitted) ? result.omitted : [];
-	if (omitted.length) {
-		lines.push("");
-		lines.push(`omitted on purpose: ${omitted.map((o: any) => `${str(o.field)} (${str(o.kind)})`).join(", ")}`);
-	}
-	const nb = result?.neighbours;
-	if (nb && typeof nb === "object") {
-		lines.push("");
-		lines.push(`neighbours in ${str(nb.order)} order:`);
-		for (const n of Array.isArray(nb.before) ? nb.before : []) lines.push(`  before: ${nodeLine(n)}`);
-		lines.push(`  >> this entry ${str(result?.entryId)}`);
-		for (const n of Array.isArray(nb.after) ? nb.after : []) lines.push(`  after:  ${nodeLine(n)}`);
-		if (Array.isArray(nb.alternatives) && nb.alternatives.length) lines.push(`  other branches continue at: ${nb.alternatives.map(str).join(", ")}`);
-	}
+	if (result?.event) lines.push(...eventLines(result.event, result));
+	for (const c of arr(result?.content)) lines.push(...contentLines(c));
+	if (result?.fragment && typeof result.fragment === "object") lines.push(...windowLines(result.fragment));
+	lines.push(...omittedLines(result?.omitted));
+	if (result?.neighbours && typeof result.neighbours === "object") lines.push(...neighbourLines(result.neighbours, result));
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));
 	return fitText(lines.join("\n"));
 }
 
-function targetText(t: any): string {
+function targetText(t: Target | null | undefined): string {
 	if (!t || typeof t !== "object") return str(t);
 	if (t.path) return `file ${t.path}`;
 	if (t.entryId) return `session ${str(t.sessionId)} entry ${t.entryId}${t.indexed === false ? " (not indexed)" : ""}`;
-	if (t.sessionId) return `session ${t.sessionId}`;
+	if (t.sessionId) return `session ${t.sessionId}${t.indexed === false ? " (not indexed)" : ""}`;
 	return `ref ${str(t.ref)}`;
 }
 
-export function formatTrace(result: any, warnings: any[], freshness: any): string {
-	const lines: string[] = [];
-	lines.push(`event_trace session ${str(result?.sessionId)} entry ${str(result?.entryId)}.`);
+function relationshipLine(r: Relationship): string {
+	const arrow = r.direction === "in" ? "<-" : "->";
+	const detail = metaText(r.detail);
+	return `  ${str(r.kind)} ${arrow} ${targetText(r.target)} (${str(r.provenance)}${detail ? `; ${detail}` : ""})`;
+}
+
+export function formatTrace(result: TraceResult, warnings: Notice[], freshness: Freshness | null | undefined): string {
+	const sid = result?.sessionId;
+	const lines: string[] = [...catchUpNotes(warnings)];
+	lines.push(`event_trace session ${str(sid)} entry ${str(result?.entryId)}.`);
 	lines.push(EVIDENCE_NOTE);
-	lines.push(`this:     ${nodeLine(result?.node)}`);
-	if (result?.parent) lines.push(`parent:   ${nodeLine(result.parent)}`);
+	lines.push(`this:     ${nodeLine(result?.node, sid)}`);
+	if (result?.parent) lines.push(`parent:   ${nodeLine(result.parent, sid)}`);
 	else if (result?.parentMissing) lines.push(`parent:   ${str(result.parentMissing)} (recorded but not in the index)`);
 	else lines.push("parent:   none (a root)");
-	for (const c of Array.isArray(result?.children) ? result.children : []) lines.push(`child:    ${nodeLine(c)}`);
-	for (const s of Array.isArray(result?.siblings) ? result.siblings : []) lines.push(`sibling:  ${nodeLine(s)}`);
+	for (const c of arr(result?.children)) lines.push(`child:    ${nodeLine(c, sid)}`);
+	for (const s of arr(result?.siblings)) lines.push(`sibling:  ${nodeLine(s, sid)}`);
 	const leaf = result?.materializedLeaf;
-	if (leaf) lines.push(`session leaf: ${leaf.isTarget ? "this entry" : str(leaf.entryId)}${leaf.known === false ? " (uncertain)" : ""}`);
-	if (result?.towardLeaf) lines.push(`toward the leaf: entry ${str(result.towardLeaf.entryId)} via ${str(result.towardLeaf.via)}`);
-	const rels = (Array.isArray(result?.relationships) ? result.relationships : []).filter((r: any) => r?.kind !== "parent" && r?.kind !== "child");
+	if (leaf) lines.push(`session leaf (last written entry): ${leaf.isTarget ? "this entry" : str(leaf.entryId) || "unknown"}${leaf.known === false ? " (uncertain)" : ""}`);
+	if (result?.towardLeaf) {
+		const via = result.towardLeaf.via ? ` (via its ${result.towardLeaf.via})` : "";
+		lines.push(`toward the leaf: entry ${str(result.towardLeaf.entryId)}${via}`);
+	}
+	else if (result?.towardLeafKnown === false) lines.push("toward the leaf: unknown (the leaf is not known)");
+	const rels = arr(result?.relationships).filter((r) => r?.kind !== "parent" && r?.kind !== "child");
 	if (rels.length) {
 		lines.push("relationships:");
-		for (const r of rels.slice(0, 100)) {
-			const arrow = r.direction === "in" ? "<-" : "->";
-			lines.push(`  ${str(r.kind)} ${arrow} ${targetText(r.target)} (${str(r.provenance)})`);
-		}
+		for (const r of rels.slice(0, 100)) lines.push(relationshipLine(r));
 		if (rels.length > 100) lines.push(`  … ${rels.length - 100} more in details`);
 	}
+	lines.push(...omittedLines(result?.omitted));
 	lines.push("Use event_read on any entry above for its content.");
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));
 	return fitText(lines.join("\n"));

@@ -47,8 +47,8 @@ export class FrameDecoder {
 			const body = this.take(size, true);
 			try {
 				out.push(decode(body));
-			} catch (err: any) {
-				throw new FrameError(`response is not valid msgpack: ${err?.message ?? err}`);
+			} catch (err) {
+				throw new FrameError(`response is not valid msgpack: ${(err as Error)?.message ?? err}`);
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 // Tool parameters (plain JSON Schema: Pi validates it with AJV in every
 // version, no TypeBox import needed) and their translation into the daemon's
-// request args (piwatchd/api.py, piwatchd/direct.py request_from_args).
+// request args (the wire contract's SearchArgs, ReadArgs, TraceArgs).
+
+import type { ReadArgs, SearchArgs, SearchFilters, TraceArgs } from "./wire.ts";
 
 export const MAX_HITS = 50;
 export const DEFAULT_HITS = 10;
@@ -32,14 +34,30 @@ const ids = {
 	entryId: { type: "string", description: "Entry id within that session, exactly as given by an event_search hit." },
 };
 
+/**
+ * The query language, stated once. The description the model reads names
+ * exactly these forms, and tests/test_pi_tool_text.py runs every one of them
+ * against the daemon: the two that work must work as described, and the
+ * search-engine syntax models like to try must behave as plain words.
+ */
+export const QUERY_FORMS = {
+	works: ["words", '"quoted phrase"'],
+	plainWords: ["OR", "AND", "NOT", "-word", "prefix*", "field:value", "(parentheses)"],
+};
+
+export const QUERY_DESCRIPTION =
+	"What to find in earlier events: user and assistant messages, tool calls and results, bash commands and output, summaries. " +
+	'Works best: a few distinctive words (an error message, a function, file or command name) or a "quoted phrase". ' +
+	"words: every word must occur in the event, in any order, in any case. " +
+	'"quoted phrase": those words next to each other, in that order. ' +
+	`There are no operators: ${QUERY_FORMS.plainWords.join(", ")} are searched as plain words ` +
+	"(NOT x finds events that contain the word not and x; write whole words, there are no wildcards). " +
+	"To narrow, add a word or use the filters (kind, tool, since, isError, ...); to broaden, search again with other words.";
+
 export const SEARCH_SCHEMA = {
 	type: "object",
 	properties: {
-		query: {
-			type: "string",
-			description:
-				'Full-text query over earlier events: words (all must match), "exact phrase", prefix*, OR, NOT. Matches messages, tool calls and results, bash commands and output, summaries.',
-		},
+		query: { type: "string", description: QUERY_DESCRIPTION },
 		limit: { type: "integer", minimum: 1, maximum: MAX_HITS, description: `Hits to return (default ${DEFAULT_HITS}, at most ${MAX_HITS}).` },
 		offset: { type: "integer", minimum: 0, description: "Skip this many hits (paging)." },
 		kind: stringList("Only these kinds of evidence.", KINDS),
@@ -109,11 +127,14 @@ function clampInt(v: unknown, lo: number, hi: number, fallback: number): number 
 	return Number.isFinite(n) ? Math.min(hi, Math.max(lo, Math.trunc(n))) : fallback;
 }
 
-export function searchArgs(p: any): Record<string, unknown> {
+/** Tool parameters as the model sent them: validated by Pi against the schema, still checked here. */
+type Params = Record<string, unknown>;
+
+export function searchArgs(p: Params): SearchArgs {
 	const query = typeof p?.query === "string" ? p.query.trim() : "";
 	if (!query) throw new Error("event_search needs a non-empty query.");
-	const filters: Record<string, unknown> = {};
-	const put = (key: string, value: unknown) => {
+	const filters: SearchFilters = {};
+	const put = <K extends keyof SearchFilters>(key: K, value: SearchFilters[K] | undefined) => {
 		if (value !== undefined) filters[key] = value;
 	};
 	put("kind", list(p.kind));
@@ -126,7 +147,7 @@ export function searchArgs(p: any): Record<string, unknown> {
 	if (typeof p.cwdUnder === "string" && p.cwdUnder.startsWith("/")) filters.cwdUnder = p.cwdUnder;
 	if (typeof p.since === "string" && p.since.trim()) filters.sinceMs = parseTime(p.since);
 	if (typeof p.until === "string" && p.until.trim()) filters.untilMs = parseTime(p.until);
-	const args: Record<string, unknown> = {
+	const args: SearchArgs = {
 		query,
 		limit: clampInt(p.limit, 1, MAX_HITS, DEFAULT_HITS),
 		offset: clampInt(p.offset, 0, 1_000_000, 0),
@@ -139,15 +160,15 @@ export function searchArgs(p: any): Record<string, unknown> {
 	return args;
 }
 
-function idArgs(p: any, op: string): Record<string, unknown> {
+function idArgs(p: Params, op: string): TraceArgs {
 	const sessionId = typeof p?.sessionId === "string" ? p.sessionId.trim() : "";
 	const entryId = typeof p?.entryId === "string" ? p.entryId.trim() : "";
 	if (!sessionId || !entryId) throw new Error(`${op} needs sessionId and entryId from an event_search hit.`);
 	return { sessionId, entryId };
 }
 
-export function readArgs(p: any): Record<string, unknown> {
-	const args = idArgs(p, "event_read");
+export function readArgs(p: Params): ReadArgs {
+	const args: ReadArgs = idArgs(p, "event_read");
 	if (typeof p.fragmentId === "string" && p.fragmentId) args.fragmentId = p.fragmentId;
 	if (p.offset !== undefined) args.offset = clampInt(p.offset, 0, Number.MAX_SAFE_INTEGER, 0);
 	if (p.length !== undefined) args.length = clampInt(p.length, 1, 64_000, 8_000);
@@ -157,6 +178,6 @@ export function readArgs(p: any): Record<string, unknown> {
 	return args;
 }
 
-export function traceArgs(p: any): Record<string, unknown> {
+export function traceArgs(p: Params): TraceArgs {
 	return idArgs(p, "event_trace");
 }
