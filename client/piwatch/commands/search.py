@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from ..colour import COLOR_CHOICES, highlight, use_colour
 from ..timeparse import parse_time
 from ._common import add_scope_args, run_op
 
@@ -17,6 +18,8 @@ def add_parser(sub) -> None:
     p_search.set_defaults(run=run)
     p_search.add_argument("query", nargs="+", help="plain terms and quoted phrases; FTS syntax is treated as text")
     p_search.add_argument("--json", action="store_true", help="print the result as JSON")
+    p_search.add_argument("--color", "--colour", dest="color", choices=COLOR_CHOICES, default="auto",
+                          help="highlight matches: auto (on a terminal, unless NO_COLOR is set), always, never")
     add_scope_args(p_search)
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
@@ -67,19 +70,10 @@ def search_args(ns: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _mark(snippet: str, spans: list[list[int]], tty: bool) -> str:
-    on, off = ("\x1b[1;33m", "\x1b[0m") if tty else ("**", "**")
-    out, pos = [], 0
-    for start, end in spans:
-        out.append(snippet[pos:start])
-        out.append(on + snippet[start:end] + off)
-        pos = end
-    out.append(snippet[pos:])
-    return "".join(out)
-
-
-def print_hits(result: dict[str, Any], out) -> None:
-    tty = out.isatty()
+def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
+    """Hits as text; matches in colour when `colour` (default: `--color auto` for `out`)."""
+    if colour is None:
+        colour = use_colour("auto", out, os.environ)
     hits = result["hits"]
     if not hits:
         roots = (result.get("scope") or {}).get("roots")
@@ -94,7 +88,7 @@ def print_hits(result: dict[str, Any], out) -> None:
         state = f"  [{hit['branchState']}, {hit['selectionState']}]"
         print(f"{n}. {when}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
         print(f"   session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
-        print(f"   {_mark(hit['snippet'], hit['spans'], tty)}", file=out)
+        print(f"   {highlight(hit['snippet'], hit['spans'], colour)}", file=out)
     if result.get("hasMore"):
         print(f"(more: --offset {result['offset'] + len(hits)})", file=out)
 
@@ -103,4 +97,4 @@ def run(ns: argparse.Namespace) -> int:
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    return run_op(ns, "search", args, print_hits)
+    return run_op(ns, "search", args, lambda result, out: print_hits(result, out, use_colour(ns.color, out, os.environ)))

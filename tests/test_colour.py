@@ -1,0 +1,132 @@
+"""Terminal colour like rg: matches in colour on a terminal, plain when piped,
+`--color auto|always|never`, `NO_COLOR` respected (piwatch.colour, and the real CLI
+on a pty and on a pipe)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from hypothesis import given, strategies as st
+from piwatch.colour import MATCH, RESET, highlight, use_colour, visible_controls
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("mode, tty, env, want", [
+    ("auto", True, {}, True),
+    ("auto", False, {}, False),
+    ("auto", True, {"NO_COLOR": "1"}, False),
+    ("auto", True, {"NO_COLOR": ""}, True),  # no-color.org: set *and not empty*
+    ("auto", True, {"TERM": "dumb"}, False),
+    ("always", False, {}, True),
+    ("always", True, {"NO_COLOR": "1"}, True),  # an explicit flag wins, as in rg
+    ("never", True, {}, False),
+    ("never", False, {}, False),
+])
+def test_when_to_colour(mode, tty, env, want):
+    assert use_colour(mode, Stream(tty), env) is want
+
+
+def test_highlight_marks_each_span_and_nothing_when_off():
+    assert highlight("the flaky test", [[4, 9]], True) == f"the {MATCH}flaky{RESET} test"
+    assert highlight("the flaky test", [[4, 9]], False) == "the flaky test"
+    assert highlight("ab", [[0, 1], [1, 2]], True) == f"{MATCH}a{RESET}{MATCH}b{RESET}"
+    assert highlight("ab", [[1, 5], [2, 1], [0, 0]], True) == "ab"  # out of range, reversed, empty: ignored
+
+
+def test_control_characters_never_reach_the_terminal_raw():
+    evil = "ok \x1b]0;pwned\x07 \x1b[2J done\x9b"
+    shown = highlight(evil, [[0, 2]], True)
+    assert not ANSI.sub("", shown).count("\x1b") and "\x07" not in shown and "\x9b" not in shown
+    assert "\\x1b]0;pwned\\x07" in shown
+    assert visible_controls("tab\there\nline") == "tab\there\nline"
+
+
+@given(st.text(max_size=60), st.lists(st.tuples(st.integers(0, 70), st.integers(0, 70)), max_size=6))
+def test_colour_only_adds_escapes(text, spans):
+    plain = visible_controls(text)
+    assert ANSI.sub("", highlight(text, spans, True)) == plain
+    assert highlight(text, spans, False) == text
+    valid = [(a, b) for a, b in spans if 0 <= a < b <= len(text)]
+    assert highlight(text, spans, True).count(MATCH) <= len(valid)
+
+
+# -- the real CLI ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def db(index_dir):
+    index_dir.write("a.jsonl", jsonl(
+        v3_header("s-1", "/work/proj"),
+        msg("u1", None, "user", [{"type": "text", "text": "the flaky websocket reconnect"}]),
+    ))
+    index_dir.index()
+    return index_dir.db
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    return {**env, "TERM": "xterm", **extra}
+
+
+def piped(db, *args: str, **env: str) -> str:
+    cmd = [sys.executable, "-m", "piwatch.cli", "search", "websocket", "--db", str(db), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=_env(**env), check=True, timeout=60).stdout
+
+
+def on_a_terminal(db, *args: str, **env: str) -> str:
+    """Run the CLI with stdout on a pseudo-terminal; return what it wrote there."""
+    leader, follower = pty.openpty()
+    cmd = [sys.executable, "-m", "piwatch.cli", "search", "websocket", "--db", str(db), *args]
+    proc = subprocess.Popen(cmd, stdout=follower, stderr=subprocess.PIPE, env=_env(**env))
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            proc.kill()
+            raise AssertionError("the CLI wrote nothing to the terminal within 60 s")
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    return b"".join(chunks).decode()
+
+
+def test_piped_output_has_no_markers(db):
+    out = piped(db)
+    assert "the flaky websocket reconnect" in out and "\x1b" not in out and "**" not in out
+    assert piped(db, "--color", "never") == out
+
+
+def test_color_always_colours_a_pipe(db):
+    out = piped(db, "--color", "always")
+    assert f"the flaky {MATCH}websocket{RESET} reconnect" in out
+    assert f"{MATCH}websocket{RESET}" in piped(db, "--color=always", NO_COLOR="1")
+
+
+def test_a_terminal_gets_colour_unless_told_otherwise(db):
+    assert f"{MATCH}websocket{RESET}" in on_a_terminal(db)
+    for args, env in [((), {"NO_COLOR": "1"}), (("--color", "never"), {}), ((), {"TERM": "dumb"})]:
+        out = on_a_terminal(db, *args, **env)
+        assert "websocket" in out and "\x1b" not in out, (args, env)
