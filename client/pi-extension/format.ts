@@ -83,7 +83,8 @@ function stateLine(x: States | null | undefined): string {
 	const parts = [];
 	if (x?.branchState) parts.push(`branch ${x.branchState}`);
 	if (x?.selectionState) parts.push(`context ${x.selectionState}`);
-	if (x?.contextRole) parts.push(`role in context: ${x.contextRole}`);
+	// Most events are conversation; only the others (summary, control, metadata) say so.
+	if (x?.contextRole && x.contextRole !== "conversation") parts.push(`role in context: ${x.contextRole}`);
 	if (x?.isError) parts.push("error");
 	return parts.join(", ");
 }
