@@ -249,6 +249,8 @@ class Api:
             except QueryTimeout as exc:
                 raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
         result = msgspec.convert(raw, wire.SearchResult)
+        for hit in result.hits:  # recorded values repeat on every hit of a session: bounded
+            hit.session_name, hit.cwd = _short(hit.session_name), _short(hit.cwd)
         result.scope = wire.SearchScope(roots=None if scope.roots is None else list(scope.roots))
         req.sessions = [h.session_id for h in result.hits]
         return result
@@ -316,8 +318,9 @@ class Api:
         with slot(req.deadline), self._limited(vis.conn, req):
             rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
         items = [
-            wire.SessionItem(session_id=r.session_id, name=r.name, cwd=r.cwd, created=r.created, first_ms=r.first_ms,
-                             last_ms=r.last_ms, events=r.entry_count, parent_session=r.parent_session, format=r.format,
+            wire.SessionItem(session_id=r.session_id, name=_short(r.name), cwd=_short(r.cwd), created=_short(r.created),
+                             first_ms=r.first_ms, last_ms=r.last_ms, events=r.entry_count,
+                             parent_session=_short(r.parent_session), format=r.format,
                              path=r.path, state=r.state)
             for r in rows[: a.limit]
         ]
@@ -392,6 +395,15 @@ class Api:
             "freshness": wire.Freshness(sessions=fresh, backlog=snapshot.get("backlog_files"),
                                         last_scan_ms=(last_scan or {}).get("at_ms")),
         }
+
+
+SHORT_VALUE_CHARS = 1000  # a recorded name or cwd in a listing; the full value is in the source file
+
+
+def _short(value: str | None) -> str | None:
+    """A recorded value shown in a listing, cut so one huge header or name
+    (Pi writes what it is given) cannot inflate every answer naming its session."""
+    return value if value is None or len(value) <= SHORT_VALUE_CHARS else wire.clip(value, SHORT_VALUE_CHARS)
 
 
 def _catch_up_warnings(snapshot: dict[str, Any]) -> list[wire.Notice]:

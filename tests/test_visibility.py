@@ -211,3 +211,25 @@ def test_configured_workspace_roots_apply(short_tmp):
             assert {h.session_id for h in c.search("heron").hits} == {"s-c"}
     finally:
         w.stop()
+
+
+def test_huge_recorded_values_are_bounded_in_every_listing(short_tmp):
+    # One huge session name or cwd repeats on every hit and listing row of its session.
+    w = World(short_tmp)
+    w.root.mkdir()
+    big = "N" * 2_000_000
+    d = w.root / "a"
+    d.mkdir()
+    (d / "s-big.jsonl").write_bytes(jsonl(
+        v3_header("s-big", str(w.proj)),
+        {"type": "session_info", "id": "i1", "parentId": None, "timestamp": "2026-05-01T10:00:00.500Z", "name": big},
+        *[msg(f"m{i}", "i1" if i == 0 else f"m{i - 1}", "user", f"ibis message {i}") for i in range(30)],
+    ))
+    w.start()
+    try:
+        with w.client({"cwd": str(w.proj)}) as c:
+            hits = c.search("ibis", limit=30).hits
+            assert len(hits) == 30 and all(len(h.session_name or "") <= 1100 for h in hits)
+            assert len(to_json(c.sessions())) < 10_000
+    finally:
+        w.stop()
