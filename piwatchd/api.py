@@ -135,10 +135,10 @@ class Api:
         self.db_path = db_path
         self.configured_roots = configured_roots
         self.session_roots = session_roots
-        self.service_snapshot = service_snapshot or (dict)
+        self.service_snapshot = service_snapshot or dict
         self.mark_dirty = mark_dirty or (lambda path: None)
         self.request_reindex = request_reindex
-        self.hello_info = hello_info or (dict)
+        self.hello_info = hello_info or dict
         self.commits = commits
         self.query_timeout = query_timeout
         self.request_budget = request_budget
@@ -180,7 +180,13 @@ class Api:
                 if op != "status":
                     raise
                 return wire.Response(id=None, ok=True, result=self._unready_status(scope), **self._envelope(req))
-            result = fn(parsed, req, slot)
+            try:
+                result = fn(parsed, req, slot)
+            except sqlite3.DatabaseError as exc:
+                # The index went away or broke under us (deleted, replaced, corrupt): the
+                # daemon rebuilds it; this thread's next request opens a fresh connection.
+                self.readers.reset()
+                raise ProtocolError(ErrorCode.UNAVAILABLE, f"the index cannot be read: {wire.clip(str(exc))}") from None
         except ProtocolError as exc:
             req.sessions = []  # an error names no session
             return wire.Response(id=None, ok=False, error=wire.ErrorBody(code=exc.code, message=wire.clip(exc.message, 2000)),

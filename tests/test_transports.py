@@ -9,7 +9,7 @@ import socket
 
 import pytest
 from conftest import jsonl, msg, v3_header
-from piwatch.client import Client, DaemonNotRunning, LocalTransport, NotFound, PiwatchError
+from piwatch.client import Client, DaemonNotRunning, LocalTransport, NotFound, PiwatchError, RequestFailed
 from piwatch.transports import check_socket_owner
 
 
@@ -71,3 +71,23 @@ def test_local_transport_applies_the_same_authorization(index_dir):
         assert c.status().sessions == 1
     with pytest.raises(PiwatchError, match="no index at"):
         LocalTransport(os.path.join(str(index_dir.root), "missing.sqlite3"))
+
+
+def test_a_broken_index_under_a_running_api_is_unavailable_not_internal(index_dir):
+    for i in range(80):
+        index_dir.write(f"s{i}.jsonl", jsonl(v3_header(f"s-{i}", "/work/proj"),
+                                             *[msg(f"e{j}", None, "user", f"otter {i} {j} " * 40) for j in range(8)]))
+    index_dir.index()
+    with Client(transport=LocalTransport(index_dir.db), caller={"all": True}) as c:
+        assert c.read("s-0", "e0").source.status == "verified"
+        size = index_dir.db.stat().st_size
+        with open(index_dir.db, "r+b") as fh:
+            fh.write(os.urandom(size))  # corrupted while the api holds a connection
+        codes = []
+        for i in range(40, 80):  # pages this connection never read
+            try:
+                c.trace(f"s-{i}", "e7")
+            except RequestFailed as exc:
+                codes.append(exc.code)
+        assert codes and set(codes) == {"unavailable"}
+        assert c.status().ready is False
