@@ -77,11 +77,12 @@ class Visibility:
 
     def _cutoff_parents(self) -> tuple[str, ...]:
         """How a fork of the caller's session records its parent: the id or the file."""
-        own = self._rows.get(self.scope.current_session or "") if self.scope.current_session else None
-        if self.scope.current_session and self.scope.current_session not in self._rows:
-            self.load((self.scope.current_session,))
-            own = self._rows.get(self.scope.current_session)
-        refs = [self.scope.current_session, self.scope.current_file, own.path if own else None]
+        own = self.scope.current_session
+        if not own:
+            return ()
+        self.load((own,))
+        row = self._rows.get(own)
+        refs = [own, self.scope.current_file, row.path if row else None]
         return tuple(r for r in dict.fromkeys(refs) if r)
 
     def _ordinal_of_cutoff(self, session_id: str) -> int | None:
@@ -110,7 +111,8 @@ class Visibility:
         if not self.has_cutoff:
             return ()
         assert self.scope.current_session is not None
-        caps = [(self.scope.current_session, self.cap(self.scope.current_session) or -1)]
+        own_cap = self.cap(self.scope.current_session)
+        caps = [(self.scope.current_session, -1 if own_cap is None else own_cap)]
         # Forks outside the authorized roots are invisible anyway: look only under them.
         for child in child_sessions(self.conn, self._cutoff_parents(), exclude=self.scope.current_session,
                                     roots=self.scope.roots):
