@@ -63,8 +63,9 @@ def _entry(sid: str, n: int, parent: str | None, marker: str, rng: random.Random
 
 
 class Soak:
-    def __init__(self, base: Path, minutes: float, seed: int) -> None:
+    def __init__(self, base: Path, minutes: float, seed: int, engine: str | None = None) -> None:
         self.base = base
+        self.engine = engine
         self.root = base / "sessions" / "--work-soak--"
         self.db = base / "index.sqlite3"
         self.sock = base / "d.sock"
@@ -78,6 +79,7 @@ class Soak:
         self.search_ms: list[float] = []
         self.visible_ms: list[float] = []
         self.rss: list[tuple[float, int]] = []
+        self.shared: list[int] = []  # file-backed resident pages (mmapped index files, libraries)
 
     # -- parts -------------------------------------------------------------------
 
@@ -88,6 +90,8 @@ class Soak:
             (self.root / f"{sid}.jsonl").write_bytes(_header(sid))
             self.written[sid] = []
         env = {**os.environ, "PIWATCH_CONFIG": str(self.base / "none.toml")}
+        if self.engine:
+            env["PIWATCH_ENGINE"] = self.engine
         self.log = open(self.base / "daemon.log", "wb")
         proc = subprocess.Popen([str(BIN / "piwatchd"), "--sessions", str(self.root.parent), "--db", str(self.db),
                                  "--socket", str(self.sock), "--log-level", "warning"],
@@ -156,7 +160,9 @@ class Soak:
         proc = psutil.Process(pid)
         t0 = time.monotonic()
         while True:
-            self.rss.append((time.monotonic() - t0, proc.memory_info().rss))
+            info = proc.memory_info()
+            self.rss.append((time.monotonic() - t0, info.rss))
+            self.shared.append(getattr(info, "shared", 0))
             if self.stop.wait(5.0):
                 return
 
@@ -228,7 +234,11 @@ class Soak:
                                         "p95": pct(self.visible_ms, 95), "max": round(max(self.visible_ms, default=0), 1)},
             "rss_mb": {"first": round(mb[0][1], 1), "after_warmup_first_third": round(statistics.median(warm[:third]), 1),
                        "last_third": round(statistics.median(warm[-third:]), 1), "max": round(max(r for _, r in mb), 1),
-                       "slope_mb_per_min_after_warmup": round(slope, 2), "samples": len(mb)},
+                       "slope_mb_per_min_after_warmup": round(slope, 2), "samples": len(mb),
+                       "series": [[round(t), round(r, 1)] for t, r in mb],
+                       "anonymous_series": [round((r - sh) / 2**20, 1) for (_, r), sh in zip(self.rss, self.shared)]},
+            "index_mb": round(sum(f.stat().st_size for f in self.base.rglob("*")
+                                  if f.is_file() and f.name != "daemon.log" and "sessions" not in f.parts) / 2**20, 1),
             "service": {"phase": svc.phase, "errors": len(svc.errors), "files_ingested": svc.files_ingested,
                         "events_ingested": svc.events_ingested, "missed_by_events": svc.missed_by_events},
             "sigterm_exit": rc,
@@ -256,14 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--engine", choices=("tantivy", "fts5"), help="text engine (default: the configured one)")
     p.add_argument("--out", default=str(REPO / "bench" / "out"))
     ns = p.parse_args(argv)
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsoak-"))
     try:
-        report = Soak(base, ns.minutes, ns.seed).run()
+        report = Soak(base, ns.minutes, ns.seed, ns.engine).run()
+        report["engine"] = ns.engine or "default"
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    out = Path(ns.out) / f"soak-{ns.minutes:g}m.json"
+    out = Path(ns.out) / f"soak-{ns.minutes:g}m{'-' + ns.engine if ns.engine else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
