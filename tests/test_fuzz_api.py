@@ -45,6 +45,7 @@ scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, -(2**63), 2**53 + 1, -1, 0]),  # the edges, often
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=40),
     st.binary(max_size=20),
@@ -71,7 +72,8 @@ callers = st.one_of(
 
 def args_for(op):
     fields = FIELDS[op]
-    base = st.one_of(values, maps(fields))
+    # Every real field, each present or not, with a value of any type.
+    base = st.one_of(values, maps(fields), st.fixed_dictionaries({}, optional=dict.fromkeys(fields, values)))
     if op == "search":
         base = base | st.fixed_dictionaries({"query": st.text(max_size=30) | values},
                                             optional={"filters": maps(FILTER_FIELDS) | values,
@@ -110,3 +112,32 @@ def test_unknown_ops_are_bad_requests(op):
     api = Api(Path("/nonexistent/db.sqlite3"))
     response = api.handle(op, {}, {"all": True})
     assert not response.ok and response.error.code in ("bad_request", "unavailable")
+
+
+EDGE_INTS = [2**63 - 1, 2**63, 2**64 - 1, -(2**63), 2**53 + 1]
+VALID = {
+    "status": {},
+    "search": {"query": "fuzzy"},
+    "read": {"sessionId": "s1", "entryId": "e0", "fragmentId": "text.0"},
+    "trace": {"sessionId": "s1", "entryId": "e0"},
+    "sessions": {},
+    "reindex": {},
+}
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_field_at_the_integer_edges(api, op):
+    """Deterministic companion of the fuzz: each field of each op (and each
+    search filter) at the 64-bit edges, on an otherwise valid request."""
+    handler, _ = api
+    fields = [("args", f) for f in FIELDS[op]] + ([("filters", f) for f in FILTER_FIELDS] if op == "search" else [])
+    for where, field in fields:
+        for value in EDGE_INTS:
+            args = dict(VALID[op])
+            if where == "filters":
+                args["filters"] = {field: value}
+            else:
+                args[field] = value
+            message = decode_body(encode_frame({"args": args})[4:])
+            response = handler.handle(op, message["args"], {"all": True})
+            assert response.ok or response.error.code in DOCUMENTED, (op, field, value, response.error)

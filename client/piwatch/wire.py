@@ -102,6 +102,8 @@ MAX_SESSIONS_LIMIT = 500
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
 WINDOW_MAX = 64_000
+# Offsets into text or lists: far beyond any real value, well inside SQLite's 64-bit integers.
+MAX_INDEX = 2**53
 # SQLite integers are 64-bit; a larger filter value would be an OverflowError.
 _INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 # Error messages quote at most this much of any caller- or file-supplied value.
@@ -221,7 +223,7 @@ class ReadArgs(_Strict):
     session_id: str
     entry_id: str
     fragment_id: str | None = None
-    offset: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_INDEX)] | None = None
     length: Annotated[int, msgspec.Meta(ge=1, le=WINDOW_MAX)] | None = None
     before: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
     after: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
@@ -237,7 +239,7 @@ class TraceArgs(_Strict):
 
 class SessionsArgs(_Strict):
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSIONS_LIMIT)] = 50
-    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_INDEX)] = 0
 
 
 class ReindexArgs(_Strict):
