@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "QueryError",
+    "QueryTimeout",
     "Term",
     "SearchFilters",
     "SearchRequest",
@@ -45,6 +46,10 @@ OWN_TOOLS = ("event_search", "event_read", "event_trace")
 
 class QueryError(ValueError):
     """The request cannot be searched; the message says why and what to do."""
+
+
+class QueryTimeout(Exception):
+    """The search ran past its time budget."""
 
 
 @dataclass(frozen=True, slots=True)

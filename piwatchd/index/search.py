@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .query import (
+    QueryTimeout,
     SearchRequest,
     build_candidates_sql,
     build_search_sql,
@@ -27,9 +28,6 @@ _OPEN, _CLOSE = "\x02", "\x03"
 _WS = re.compile(r"\s+")
 _MARK = re.compile("([\x02\x03])")
 
-
-class QueryTimeout(Exception):
-    pass
 
 
 class time_limit:
@@ -242,8 +240,9 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     expression = validate_page(request)
     need = request.offset + request.limit + 1
     if index_engine(conn) == "tantivy":
+        deadline = time.monotonic() + timeout if timeout else None
         with time_limit(conn, timeout):
-            rows, snippets = ranked_page(conn, request, need)
+            rows, snippets = ranked_page(conn, request, need, deadline)
         has_more = len(rows) > request.limit
         return _result(request, expression, rows[: request.limit], snippets, has_more)
     rows, snippets, has_more = _fts5_page(conn, request, expression, need, timeout)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 
 from ..model import Fragment
-from .query import SearchRequest, Term, build_candidates_sql, parse_query
+from .query import QueryTimeout, SearchRequest, Term, build_candidates_sql, parse_query
 from .source_events import project_rows
 from .tantivy_text import TantivyText, text_reader
 
@@ -47,10 +48,13 @@ def _events(conn: sqlite3.Connection, request: SearchRequest, top: list[tuple[fl
     return sorted(best.values(), key=_sort_key)
 
 
-def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest, terms: list[Term], need: int) -> list[tuple]:
+def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest, terms: list[Term], need: int,
+            deadline: float | None) -> list[tuple]:
     query = text.query(terms, request.filters)
     k = max(FIRST_K, need * 2)
     while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
         top = text.top(query, k)
         events = _events(conn, request, top)
         if len(top) < k or k >= MAX_K:
@@ -128,12 +132,13 @@ def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], pa
     return out
 
 
-def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int) -> tuple[list[tuple], dict[int, str]]:
+def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
+                deadline: float | None = None) -> tuple[list[tuple], dict[int, str]]:
     """Rows in the hit layout of `piwatchd.index.search` (offset applied) and
     marked snippet text per fragment rowid."""
     text = text_reader(conn)
     terms = parse_query(request.query)
-    ranked = _ranked(conn, text, request, terms, need)
+    ranked = _ranked(conn, text, request, terms, need, deadline)
     page = ranked[request.offset :]
     counts = _matched_counts(text, request, terms, page[: request.limit]) if page else {}
     rows = [
