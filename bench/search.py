@@ -188,14 +188,14 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
         word = words[i] if i % 2 else phrases[i].split()[0]
         shape = i % 4
         if shape == 0:
-            filtered.append(q("filtered", word, everything, filters={"kind": "tool.result"}))
+            filtered.append(q("filtered", word, everything, filters={"kind": ["tool.result"]}))
         elif shape == 1:
-            filtered.append(q("filtered", word, everything, filters={"tool": "bash"}))
+            filtered.append(q("filtered", word, everything, filters={"tool": ["bash"]}))
         elif shape == 2:
             f = big[i % len(big)]
-            filtered.append(q("filtered", word, [f["path"]], filters={"sessionId": f["sessionId"]}))
+            filtered.append(q("filtered", word, [f["path"]], filters={"sessionId": [f["sessionId"]]}))
         else:
-            filtered.append(q("filtered", word, everything, filters={"kind": "assistant.text"}))
+            filtered.append(q("filtered", word, everything, filters={"kind": ["assistant.text"]}))
     mix = [(rare[i], None) if i % 3 == 0 else (f'"{phrases[i]}"', phrases[i]) if i % 3 == 1 else (words[i], None)
            for i in range(n)]
     nothing = [f"zq{rng.getrandbits(40):x}nomatch" for _ in range(n)]
