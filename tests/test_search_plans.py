@@ -7,6 +7,7 @@ import random
 import pytest
 from conftest import jsonl, msg, v3_header
 
+import piwatchd.index.fts5_search as plans
 import piwatchd.index.search as search_mod
 from piwatchd.direct import index_once
 from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
@@ -66,9 +67,9 @@ FILTERS = [
 @pytest.mark.parametrize("filters", FILTERS, ids=range(len(FILTERS)))
 def test_two_phase_equals_ranking_everything(corpus, monkeypatch, filter_first, start, query, filters):
     if not filter_first:
-        monkeypatch.setattr(search_mod, "FILTER_FIRST_MAX_FRAGMENTS", -1)
-    monkeypatch.setattr(search_mod, "PHASE1_START", start)
-    monkeypatch.setattr(search_mod, "PHASE1_MAX", 16 if start == 1 else 4096)
+        monkeypatch.setattr(plans, "FILTER_FIRST_MAX_FRAGMENTS", -1)
+    monkeypatch.setattr(plans, "PHASE1_START", start)
+    monkeypatch.setattr(plans, "PHASE1_MAX", 16 if start == 1 else 4096)
     for limit, offset in [(5, 0), (20, 3), (200, 0)]:
         request = SearchRequest(query, filters, limit, offset)
         expected = full_plan(corpus, request)[:limit]

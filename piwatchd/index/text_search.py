@@ -2,7 +2,8 @@
 filter applied there), coalesce them into events, count matches and build
 snippets for the page only.
 
-Ranking is exact up to ties: the k best fragments are fetched, and k grows
+Scores are negated so that lower is better, as FTS5's rank. Ranking is
+exact up to ties: the k best fragments are fetched, and k grows
 until the page's last event scores at least as well as the k-th fragment,
 so no event that belongs on the page can be missing (an event's best
 fragment is always among the fragments scoring above it).
@@ -15,7 +16,8 @@ import sqlite3
 import time
 
 from ..model import Fragment
-from .query import QueryTimeout, SearchRequest, Term, build_candidates_sql, parse_query
+from .hits import MARK_CLOSE, MARK_OPEN, page_rows, ranked_events
+from .query import QueryTimeout, SearchRequest, Term, parse_query
 from .source_events import project_rows
 from .tantivy_text import TantivyText, text_reader
 
@@ -24,28 +26,6 @@ __all__ = ["ranked_page"]
 FIRST_K = 64
 MAX_K = 1 << 20
 SNIPPET_WINDOW = 420
-_OPEN, _CLOSE = "\x02", "\x03"
-
-
-def _sort_key(c: tuple) -> tuple:
-    score, _, row = c
-    ts = row[10]
-    return (score, ts is None, -(ts or 0), row[5], row[7])
-
-
-def _events(conn: sqlite3.Connection, request: SearchRequest, top: list[tuple[float, int, int]]) -> list[tuple]:
-    """Best fragment per event, as (score, fragment_id, candidate row), best first.
-    Scores are negated so that lower is better, as FTS5's rank."""
-    score = {frag: -s for s, frag, _ in top}
-    best: dict[int, tuple] = {}
-    ids = list(score)
-    for start in range(0, len(ids), 20_000):
-        for row in conn.execute(*build_candidates_sql(request.filters, ids[start : start + 20_000])):
-            cand = (score[row[0]], row[1], row)
-            current = best.get(row[4])
-            if current is None or cand[:2] < current[:2]:
-                best[row[4]] = cand
-    return sorted(best.values(), key=_sort_key)
 
 
 def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest, terms: list[Term], need: int,
@@ -56,7 +36,7 @@ def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest,
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
         top = text.top(query, k)
-        events = _events(conn, request, top)
+        events = ranked_events(conn, request.filters, {frag: -score for score, frag, _ in top})
         if len(top) < k or k >= MAX_K:
             return events[:need]
         if len(events) >= need and events[need - 1][0] <= -top[-1][0]:
@@ -103,7 +83,7 @@ def _marked(body: str, lo: int, hi: int, spans: list[tuple[int, int]]) -> str:
     for s, e in spans:
         if s < pos or e > hi:
             continue
-        out += [body[pos:s], _OPEN, body[s:e], _CLOSE]
+        out += [body[pos:s], MARK_OPEN, body[s:e], MARK_CLOSE]
         pos = e
     out += [body[pos:hi], "…" if hi < len(body) else ""]
     return "".join(out)
@@ -141,9 +121,4 @@ def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
     ranked = _ranked(conn, text, request, terms, need, deadline)
     page = ranked[request.offset :]
     counts = _matched_counts(text, request, terms, page[: request.limit]) if page else {}
-    rows = [
-        (r[0], score, r[1], r[2], r[3], r[5], r[6], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
-         counts.get(r[4], 1))
-        for score, _, r in page
-    ]
-    return rows, _snippets(conn, text, terms, page[: request.limit])
+    return page_rows(page, counts), _snippets(conn, text, terms, page[: request.limit])

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..model import Event, Fragment
+from .engines import fragment_row_without_text
 from .source_events import project_rows
 from .tantivy_text import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 from .textdoc import EventFacts, TextDoc
@@ -43,6 +44,10 @@ def _json_ids(ids: Iterable[int]) -> str:
 
 
 class TextFeed:
+    """The Tantivy engine's `TextStore` (piwatchd.index.engines)."""
+
+    name = "tantivy"
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.text = TantivyText(text_dir(db_file_of(conn)), writable=True)
@@ -80,6 +85,12 @@ class TextFeed:
         return model_id
 
     # -- queued inside the SQLite transaction ----------------------------------
+
+    def fragment_row(self, event_rowid: int, f: Fragment) -> tuple:
+        return fragment_row_without_text(event_rowid, f)  # the text goes to the text index alone
+
+    def fragments_inserted(self, before: int) -> None:
+        pass
 
     def _owe(self, session_id: str) -> None:
         if session_id not in self._owed:

@@ -21,8 +21,8 @@ import orjson
 from ..model import Diagnostic, Event, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
+from .engines import TextStore, open_text_store
 from .redaction import add_counts
-from .schema import DEFAULT_ENGINE, index_engine
 
 __all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
 
@@ -71,26 +71,20 @@ class IndexWriter:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self._savepoints = 0
-        self.engine = index_engine(conn) or DEFAULT_ENGINE
-        # Tantivy: text goes to the text index after each COMMIT (piwatchd.index.textfeed);
-        # FTS5: text rows go into fragments_fts inside the transaction.
-        self.text = None
-        if self.engine == "tantivy":
-            from .textfeed import TextFeed
-
-            self.text = TextFeed(conn)
+        # The text engine's half of every write (piwatchd.index.engines).
+        self.text: TextStore = open_text_store(conn)
+        self.engine = self.text.name
 
     def flush_text(self, *, idle: bool = True) -> bool:
         """Commit the text index when idle or due (a no-op for FTS5)."""
-        return self.text.flush(idle=idle) if self.text is not None else False
+        return self.text.flush(idle=idle)
 
     def repay_text_debt(self) -> int:
         """Re-feed sessions the text index may lag (after a crash); 0 for FTS5."""
-        return self.text.repay() if self.text is not None else 0
+        return self.text.repay()
 
     def close(self) -> None:
-        if self.text is not None:
-            self.text.close()
+        self.text.close()
         self.conn.close()
 
     @contextmanager
@@ -101,15 +95,14 @@ class IndexWriter:
         if self.conn.in_transaction:
             self._savepoints += 1
             name = f"sp{self._savepoints}"
-            mark = self.text.mark() if self.text is not None else 0
+            mark = self.text.mark()
             self.conn.execute(f"SAVEPOINT {name}")
             try:
                 yield
             except BaseException:
                 self.conn.execute(f"ROLLBACK TO {name}")
                 self.conn.execute(f"RELEASE {name}")
-                if self.text is not None:
-                    self.text.rollback_to(mark)
+                self.text.rollback_to(mark)
                 raise
             finally:
                 self._savepoints -= 1
@@ -120,12 +113,10 @@ class IndexWriter:
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")
-            if self.text is not None:
-                self.text.rolled_back()
+            self.text.rolled_back()
             raise
         self.conn.execute("COMMIT")
-        if self.text is not None:
-            self.text.committed()
+        self.text.committed()
 
     # -- sources -----------------------------------------------------------
 
@@ -257,8 +248,7 @@ class IndexWriter:
         ).fetchone()
 
     def delete_session(self, session_id: str) -> None:
-        if self.text is not None:
-            self.text.delete_session(session_id)
+        self.text.delete_session(session_id)
         self.conn.execute(
             "DELETE FROM fragments WHERE event_rowid IN (SELECT event_rowid FROM events WHERE session_id=?)",
             (session_id,),
@@ -354,21 +344,10 @@ class IndexWriter:
             else:
                 event_rowid = row[0]
                 inserted += 1
-            if self.text is not None:
-                # The text index gets the text; the read model keeps the fragment's facts.
-                fed.append((event_rowid, ev))
-                frag_rows.extend(
-                    (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, None, None, None, f.full_length)
-                    for f in ev.fragments
-                )
-            else:
-                frag_rows.extend(
-                    (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, f.text, f.tail, f.meta, f.full_length)
-                    for f in ev.fragments
-                )
+            fed.append((event_rowid, ev))
+            frag_rows.extend(self.text.fragment_row(event_rowid, f) for f in ev.fragments)
         self._insert_fragments(frag_rows)
-        if self.text is not None:
-            self.text.add_events(session_id, fed, replaced)
+        self.text.add_events(session_id, fed, replaced)
         if last is not None:  # at least one event
             conn.execute(
                 "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"
@@ -383,28 +362,16 @@ class IndexWriter:
     def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
         """Branch/selection state of these (earlier) events changed: their
         text-index documents carry those filter values, so re-feed them."""
-        if self.text is not None:
-            self.text.states_changed(session_id, entry_ids)
+        self.text.states_changed(session_id, entry_ids)
 
     def _insert_fragments(self, rows: list[tuple]) -> None:
         if not rows:
             return
-        if self.text is not None:
-            self.conn.executemany(
-                "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
-                " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
-                rows,
-            )
-            return
+        # AUTOINCREMENT: the new rows get rowids above every earlier one.
         before = self.conn.execute("SELECT coalesce(max(frag_rowid), 0) FROM fragments").fetchone()[0]
         self.conn.executemany(
             "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
             " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
             rows,
         )
-        # New rows got rowids above the old maximum (INTEGER PRIMARY KEY without AUTOINCREMENT).
-        self.conn.execute(
-            "INSERT INTO fragments_fts(rowid, body, tail, meta)"
-            " SELECT frag_rowid, body, tail, meta FROM fragments WHERE frag_rowid > ?",
-            (before,),
-        )
+        self.text.fragments_inserted(before)

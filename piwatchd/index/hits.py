@@ -1,0 +1,106 @@
+"""What both text engines share: the time limit, the candidate rows of
+ranked fragments coalesced into events, the hit row layout and snippets."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+
+from .query import QueryTimeout, SearchFilters, build_candidates_sql
+
+__all__ = ["SNIPPET_MAX_CHARS", "time_limit", "make_snippet", "ranked_events", "page_rows", "MARK_OPEN", "MARK_CLOSE"]
+
+SNIPPET_MAX_CHARS = 320
+# Match marks inside raw snippet text; the projection removes them from source text.
+MARK_OPEN, MARK_CLOSE = "\x02", "\x03"
+_OPEN, _CLOSE = MARK_OPEN, MARK_CLOSE
+_WS = re.compile(r"\s+")
+_MARK = re.compile("([\x02\x03])")
+
+
+class time_limit:
+    """Abort statements on `conn` that run longer than `seconds` (datasette's trick)."""
+
+    def __init__(self, conn: sqlite3.Connection, seconds: float | None) -> None:
+        self.conn, self.seconds = conn, seconds
+
+    def __enter__(self) -> time_limit:
+        if self.seconds:
+            deadline = time.monotonic() + self.seconds
+            self.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.conn.set_progress_handler(None, 1000)
+        if exc_type is sqlite3.OperationalError and "interrupted" in str(exc):
+            raise QueryTimeout(f"query exceeded its {self.seconds:g} s time limit") from exc
+
+
+def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
+    """Plain text with match spans from an FTS5 snippet marked by \\x02/\\x03.
+
+    Whitespace is collapsed and the result is cut to SNIPPET_MAX_CHARS around
+    the first match; the text itself is never altered otherwise.
+    """
+    raw = _WS.sub(" ", raw).strip()
+    text_parts: list[str] = []
+    spans: list[list[int]] = []
+    pos = 0
+    start = None
+    for part in _MARK.split(raw):
+        if part == _OPEN:
+            start = pos
+        elif part == _CLOSE:
+            if start is not None and pos > start:
+                spans.append([start, pos])
+            start = None
+        elif part:
+            text_parts.append(part)
+            pos += len(part)
+    text = "".join(text_parts)
+    if len(text) > SNIPPET_MAX_CHARS:
+        first = spans[0][0] if spans else 0
+        lo = max(0, min(first - SNIPPET_MAX_CHARS // 3, len(text) - SNIPPET_MAX_CHARS))
+        hi = lo + SNIPPET_MAX_CHARS
+        prefix = "…" if lo > 0 else ""
+        suffix = "…" if hi < len(text) else ""
+        shift = len(prefix) - lo
+        text = prefix + text[lo:hi] + suffix
+        spans = [
+            [max(s + shift, len(prefix)), min(e + shift, len(prefix) + hi - lo)]
+            for s, e in spans
+            if e > lo and s < hi
+        ]
+    return text, spans
+
+
+def sort_key(c: tuple) -> tuple:
+    score, _, row = c
+    ts = row[10]
+    # The full query's ORDER BY score, ts_ms DESC (NULLs last), session_id, ordinal.
+    return (score, ts is None, -(ts or 0), row[5], row[7])
+
+
+def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, float]) -> list[tuple]:
+    """The events of the scored fragments that pass the filters, each with its
+    best fragment as (score, fragment_id, row), in the one-query plan's order."""
+    best: dict[int, tuple] = {}
+    ids = list(score)
+    for start in range(0, len(ids), 20_000):
+        for row in conn.execute(*build_candidates_sql(filters, ids[start : start + 20_000])):
+            cand = (score[row[0]], row[1], row)
+            current = best.get(row[4])
+            if current is None or cand[:2] < current[:2]:
+                best[row[4]] = cand
+    return sorted(best.values(), key=sort_key)
+
+
+def page_rows(page: list[tuple], counts: dict[int, int]) -> list[tuple]:
+    """Ranked (score, fragment_id, candidate row) -> the hit row layout
+    `piwatchd.index.search` renders, with each event's matched-fragment count."""
+    return [
+        (r[0], score, r[1], r[2], r[3], r[5], r[6], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
+         counts.get(r[4], 1))
+        for score, _, r in page
+    ]
