@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -69,8 +70,9 @@ class World:
         return self.seeded["sessions"][session]["ids"]
 
 
-@pytest.fixture(scope="module")
-def world():
+@pytest.fixture(scope="module", params=["tantivy", "fts5"])
+def world(request):
+    """Both text engines: the description must be true whichever one the user configured."""
     pitools.ensure_installed()
     w = World()
     w.tmp = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwt-"))
@@ -89,10 +91,13 @@ def world():
     w.daemon = subprocess.Popen(
         [shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
          "--sessions", str(w.agent / "sessions"), "--db", str(w.tmp / "index.sqlite3"), "--log-level", "warning"],
-        env={**os.environ, "PIWATCH_SOCKET": str(w.sock)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PIWATCH_SOCKET": str(w.sock), "PIWATCH_ENGINE": request.param},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
         _wait_indexed(w, len(w.seeded["sessions"]))
+        with sqlite3.connect(w.tmp / "index.sqlite3") as conn:
+            assert conn.execute("SELECT value FROM index_meta WHERE key='engine'").fetchone() == (request.param,)
         yield w
     finally:
         w.daemon.send_signal(signal.SIGTERM)
