@@ -34,6 +34,7 @@ from .index.schema import SchemaMismatch, open_reader, searchable_bytes
 from .index.search import QueryTimeout, search, time_limit
 from .ops.read import OpError, event_read
 from .ops.trace import event_trace
+from .source.reader import open_source
 from .status import collect_status, service_status
 from .visibility import NOT_FOUND_MESSAGE, Visibility
 
@@ -73,8 +74,8 @@ def file_progress(path: str, consumed: int) -> tuple[int | None, bool]:
     up: nothing more can be indexed until that line ends.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        fd = open_source(path)  # regular files only, never blocks (a FIFO named by a caller)
+    except (OSError, ValueError):
         return None, False
     try:
         size = os.fstat(fd).st_size

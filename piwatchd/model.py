@@ -34,10 +34,11 @@ EXCERPT_CHARS = 60
 
 def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     """`repr(value)`, cut to `limit` characters with the full length noted. Pure."""
-    if isinstance(value, str) and len(value) > limit:
-        return f"{value[:limit]!r}… ({len(value)} characters)"
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes)) else len(text)
+    return f"{text[:limit]}… ({size} characters)"
 
 
 class FragmentKind(str, Enum):

@@ -20,7 +20,10 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from hypothesis import given, strategies as st
 from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
+
+from piwatchd.model import EXCERPT_CHARS, excerpt
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -197,3 +200,39 @@ def test_index_files_are_private(live):
         assert not [p for p in fresh.parent.iterdir() if _mode(p) & 0o077]
     finally:
         os.umask(old_umask)
+
+
+def test_a_caller_naming_a_fifo_as_its_session_file_blocks_nothing(live):
+    """Item 1's client variant: `caller.sessionFile` makes the daemon look at
+    that file (freshness wait, ingest hint); a FIFO there is refused, the
+    request answers within its wait, and indexing goes on."""
+    from piwatch.client import Client
+
+    folder = live.root / FOLDER
+    live.path.write_bytes(session("s-1"))
+    d = live.daemon()
+    poll(lambda: search_cli(live.db, "opening") == [("s-1", "s-1-a")])
+    fifo = folder / "mine.jsonl"
+    os.mkfifo(fifo)
+    caller = {"cwd": "/work/proj", "sessionId": "s-fifo", "sessionFile": str(fifo)}
+    with Client(live.db.parent / "d.sock", caller=caller, timeout=20) as c:
+        started = time.monotonic()
+        c.search("opening", wait=2)
+        assert time.monotonic() - started < 5
+    with open(live.path, "ab") as fh:
+        fh.write(after("s-1", "s-1-a", "grebe"))
+    poll(lambda: search_cli(live.db, "grebe") == [("s-1", "s-1-z")], message="append after a FIFO caller")
+    poll(lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(fifo)) == [("unreadable",)],
+         message="the FIFO recorded as unreadable")
+    started = time.monotonic()
+    assert d.stop() == 0 and time.monotonic() - started < 10
+
+
+@given(st.one_of(st.text(), st.binary(), st.integers(), st.lists(st.text()), st.dictionaries(st.text(), st.text())))
+def test_excerpt_is_bounded_and_says_the_length(value):
+    out = excerpt(value)
+    assert len(out) <= EXCERPT_CHARS + 30
+    if len(repr(value)) <= EXCERPT_CHARS:
+        assert out == repr(value)
+    else:
+        assert out.endswith(" characters)")
