@@ -34,8 +34,8 @@ BAD_ARGS = [
 
 def one_line_error(out: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in out.stderr, out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.startswith("piwatch")]
-    assert len(lines) == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("piwatch"), out.stderr
     return lines[0]
 
 

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["COMMANDS", "argument_problem", "build_parser", "main"]
 
@@ -32,8 +32,15 @@ _PATH_OPTIONS = frozenset({"db", "socket", "sessions", "workspace", "file"})
 _MAX_INT = 2**53
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (argparse prints the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="piwatch",
         description="Search, read and trace what the Pi coding agent did in earlier sessions.",
     )
