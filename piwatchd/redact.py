@@ -63,7 +63,7 @@ __all__ = [
 
 # Bump when a built-in rule changes what it redacts: the fingerprint changes
 # and every index built with the old rules is rebuilt.
-RULES_VERSION = 2  # 2: the kind inside a marker is never a secret-looking name
+RULES_VERSION = 2  # 2: the kind inside a marker is never a name; identifiers without digits are code
 
 _MARKER = "[redacted: {kind}]"
 _MARKER_HEAD = "[redacted: "
@@ -145,9 +145,12 @@ def _jwt_valid(token: str) -> bool:
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:\$\{?\w+\}?|<[^>]*>|\{\{.*\}\}|%\(?\w+\)?s?|x+|\*+|\.+|-+|_+"
     r"|(?:your|example|sample|dummy|fake|placeholder)[\w-]*"
-    r"|changeme|change_me|password|passwd|secret|token|key|none|null|nil|true|false|undefined|string|redacted)$"
+    r"|changeme|change_me|password|passwd|pass|pwd|user|username|secret|token|key|none|null|nil|true|false|undefined"
+    r"|string|redacted)$"
 )
-_CODE_VALUE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$|^[A-Za-z_]\w*\($|^\d+$")
+# Code, not a value: a dotted name, a call, a number, or a bare identifier
+# without digits (`key_password = key_password`, `token = defaultToken`).
+_CODE_VALUE = re.compile(r"^[A-Za-z_$]\w*(?:\.#?[A-Za-z_$]\w*)+$|^[A-Za-z_]\w*\($|^\d+$|^[A-Za-z_$]+$")
 
 
 def _assigned_secret(value: str, password_like: bool) -> bool:
@@ -161,9 +164,16 @@ def _assigned_secret(value: str, password_like: bool) -> bool:
         return False
     if password_like:
         return len(value) >= 6 and _classes(value) >= 2
-    # Generated keys and tokens carry digits; camelCase identifiers do not.
-    has_digit = any(c.isdigit() for c in value)
-    return len(value) >= 12 and has_digit and _classes(value) >= 2 and _entropy(value) >= 3.0
+    # Generated keys and tokens are digit-rich (hex, decimal ids) or mix upper, lower and digits
+    # (base64); names and settings (`pi-share:v1:sidebar-width`, `x-aws-ec2-metadata-token`)
+    # are words with the odd digit, and `OAuth2Token$schema` is a JavaScript identifier.
+    digits = sum(c.isdigit() for c in value)
+    if value.startswith(("/", "./", "~/")) or re.search(r"\.[a-z][a-z0-9]{0,4}$", value):
+        return False  # a path or a file name (an S3 `Key: 'clip_35s.mp4'`), not a key
+    if digits == 0 or (re.fullmatch(r"[A-Za-z_$][\w$]*", value) and "$" in value):
+        return False
+    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    return len(value) >= 12 and (mixed or digits >= 0.15 * len(value)) and _entropy(value) >= 3.0
 
 
 # -- finders that are not one regex ----------------------------------------
@@ -194,19 +204,58 @@ _ASSIGN = re2.compile(
     r"(?P<q>[\"'`]?)(?P<value>[^\s\"'`,;<>()\[\]{}]+)"
 )
 _PASSWORD_NAME = re.compile(r"(?i)passw|pwd|pass$|passphrase|secret")
+# The keyword that ends a name must be a word of it: `API_KEY`, `apiKey`, `db.pass`, `TOKEN`,
+# not `monkey` or `Minipass` (minified code is full of those).
+_NAME_END = re.compile(r"(?i)(?:key|token|secret|pwd|pass|passphrase|credentials?)$")
 
 
-def _assignments(text: str) -> Iterator[Span]:
+_OPERATORS = ("?.", "??", "===", "!==", "=>", "&&", "||")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def _code_expression(name: str, value: str) -> bool:
+    """An unquoted value that is code (often minified), not a literal: an operator in it, a
+    comparison, or an identifier that repeats the name's keyword (`{getTokenKey: getTokenKey2}`)."""
+    if value.startswith("=") or any(op in value for op in _OPERATORS) or re.search(r"=[^=]", value):
+        return True  # base64 has `=` only as trailing padding; `a=b=c` is an assignment chain
+    keyword = _NAME_END.search(name)
+    return bool(keyword and _IDENTIFIER.fullmatch(value) and keyword.group(0).lower() in value.lower())
+
+
+def _keyword_is_a_word(name: str) -> bool:
+    if re.search(r"(?i)passw(?:or)?d", name):
+        return True  # specific enough anywhere in a name
+    m = _NAME_END.search(name)
+    if m is None or m.start() == 0:
+        return True
+    before, first = name[m.start() - 1], name[m.start()]
+    return not before.isalnum() or (first.isupper() and before.islower()) or name.isupper()
+
+
+def _assignments(text: str, offset: int = 0) -> Iterator[Span]:
     for m in _ASSIGN.finditer(text):
-        name, quote, value = m.group(1), m.group(2), m.group(3)  # re2 spans take group numbers
-        if text.endswith(_MARKER_HEAD, 0, m.start(1)):
-            continue  # the kind inside a marker (`[redacted: client-secret] :x`) is not a name
-        if quote and not text.startswith(quote, m.end(3)):
-            continue  # an unterminated quote: not a literal value
-        if not quote and text[m.end(3) : m.end(3) + 1] in ("(", "["):
-            continue  # a call or an index: code, not a value
-        if _assigned_secret(value, bool(_PASSWORD_NAME.search(name))):
-            yield m.start(3), m.end(3), "assigned-secret"
+        if _assigned_at(text, m):
+            yield offset + m.start(3), offset + m.end(3), "assigned-secret"
+        elif len(m.group(3)) > 6:
+            # A rejected value may hold the next assignment (`x=a.b;DB_PASSWORD=...` without a
+            # separator the value stops at): look inside it, as a second pass would.
+            yield from _assignments(m.group(3), offset + m.start(3))
+
+
+def _assigned_at(text: str, m: re2._Match) -> bool:
+    """Whether this `name = value` match assigns a secret."""
+    name, quote, value = m.group(1), m.group(2), m.group(3)  # re2 spans take group numbers
+    if text.endswith(_MARKER_HEAD, 0, m.start(1)):
+        return False  # the kind inside a marker (`[redacted: client-secret] :x`) is not a name
+    if text[m.start(1) - 1 : m.start(1)] == "$" or name.lower() in ("pwd", "oldpwd"):
+        return False  # `$TOKEN` is a reference; PWD is the shell's working directory
+    if quote and not text.startswith(quote, m.end(3)):
+        return False  # an unterminated quote: not a literal value
+    if not quote and text[m.end(3) : m.end(3) + 1] in ("(", "["):
+        return False  # a call or an index: code, not a value
+    if (not quote and _code_expression(name, value)) or not _keyword_is_a_word(name):
+        return False
+    return _assigned_secret(value, bool(_PASSWORD_NAME.search(name)))
 
 
 # -- the built-in rules -----------------------------------------------------

@@ -64,7 +64,19 @@ def test_json_escaped_service_account_key():
 def test_code_assignments_are_not_secrets():
     for text in ("token = self.token", "password: string;", "key = keys[0]", "secret = get_secret()",
                  "const apiKey = process.env.API_KEY", "resolved[key] = resolveVarRefs(value, vars);",
-                 "PASSWORD=${DB_PASSWORD}", "API_KEY=<your-key-here>", "api_key: your_api_key_here"):
+                 "PASSWORD=${DB_PASSWORD}", "API_KEY=<your-key-here>", "api_key: your_api_key_here",
+                 "self.key_password = key_password", "util._assertion_pass = call_assertion_pass_hook",
+                 "password = defaultPassword", 'P.Minipass=P.isWritable=P.isReadable=P.isStream=void 0;',
+                 'monkey = "b4n4n4sAreGreat2024"', "const SIDEBAR_WIDTH_STORAGE_KEY = 'pi-share:v1:sidebar-width';",
+                 'const X_AWS_EC2_METADATA_TOKEN = "x-aws-ec2-metadata-token";',
+                 "client_secret: ClientSecret$inboundSchema,", '["oauth2-token"]: OAuth2TokenAuth$inboundSchema,',
+                 "socks5://user:pass@localhost:1080", "const password = security?.basic.password;",
+                 'username=request.username??"",password=request.password??"";',
+                 "{getBearerTokenEnvKey:getBearerTokenEnvKey2}=x", "key=allowH2===!1?a:b",
+                 "exports.SignatureV4SignWithCredentials=SignatureV4SignWithCredentials;",
+                 'arg==="--credentials"?credentials=!0:noRefresh=!0;', "this.secret=this.privateKey=this.key=secretStream,",
+                 "const clientSecret = this.#clientAuthentication.clientSecret || ''",
+                 '-v "$PWD:/workspace"', '"PWD": "/Users/maciej"', "Key: '1min_35sec.mp4'"):
         assert redact(text) == (text, {}), text
 
 
