@@ -345,6 +345,7 @@ class Api:
             result.service = live if vis.scope.roots is None else _public_service(live)
         elif vis.scope.roots is not None and result.service is not None:
             result.service = _public_service(result.service)
+        result.catch_up = catch_up(snapshot)
         return result
 
     def _unready_status(self, scope: CallerScope) -> wire.StatusResult:
@@ -413,15 +414,24 @@ def _short(value: str | None) -> str | None:
     return value if value is None or len(value) <= SHORT_VALUE_CHARS else wire.clip(value, SHORT_VALUE_CHARS)
 
 
+def catch_up(snapshot: dict[str, Any]) -> wire.IndexProgress | None:
+    """The first index's progress while it runs (None once caught up, or
+    without a live service). One definition for the warning and `status`."""
+    if not snapshot or snapshot.get("startup_seconds") is not None or snapshot.get("phase") in (None, "stopped"):
+        return None
+    known = int(snapshot.get("files_known") or 0)
+    backlog = int(snapshot.get("backlog_files") or 0)
+    return wire.IndexProgress(files_done=max(0, known - backlog), files_total=known)
+
+
 def _catch_up_warnings(snapshot: dict[str, Any]) -> list[wire.Notice]:
     out = [wire.Notice(code="watch", message=wire.clip(str(w))) for w in snapshot.get("warnings") or []]
-    if snapshot and snapshot.get("startup_seconds") is None and snapshot.get("phase") not in (None, "stopped"):
-        known = int(snapshot.get("files_known") or 0)
-        backlog = int(snapshot.get("backlog_files") or 0)
-        if known == 0:
+    progress = catch_up(snapshot)
+    if progress is not None:
+        if progress.files_total == 0:
             message = "indexing: listing the session files, results may be incomplete"
         else:
-            message = f"indexing: {max(0, known - backlog)} of {known} files, results may be incomplete"
+            message = f"indexing: {progress.files_done} of {progress.files_total} files, results may be incomplete"
         out.insert(0, wire.Notice(code="indexing", message=message))
     return out
 

@@ -68,6 +68,10 @@ def test_cli_prints_one_stderr_line_and_json_carries_it(catching_up, args):
     assert out.stderr.splitlines() == ["piwatch: indexing: 19 of 60 files, results may be incomplete"]
     data = json.loads(cli(server, proj, *args, "--json").stdout)
     assert {"code": "indexing", "message": "indexing: 19 of 60 files, results may be incomplete"} in data["warnings"]
+    st = json.loads(cli(server, proj, "status", "--json").stdout)
+    assert st["catchUp"] == {"filesDone": 19, "filesTotal": 60}
+    assert "first index: 19 of 60 files" in cli(server, proj, "status").stdout
     progress.update(startup_seconds=2.0, backlog_files=0)  # caught up: silence
     done = cli(server, proj, *args)
     assert done.returncode == 0 and done.stderr == ""
+    assert "catchUp" not in json.loads(cli(server, proj, "status", "--json").stdout)

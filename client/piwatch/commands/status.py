@@ -56,6 +56,9 @@ def format_status(st: StatusResult) -> str:
             f"  progress {svc.files_known} files known, {svc.files_ingested} ingested this run "
             f"({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested} events); backlog {svc.backlog_files} files"
         )
+        if st.catch_up is not None:
+            out.append(f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
+                       "answers may be incomplete until it finishes")
         if st.bytes is not None and st.bytes.backlog > 0:
             out.append(f"  indexing {_bar(st.bytes.ingested, st.bytes.ingested + st.bytes.backlog)}")
         if svc.index_problem:
