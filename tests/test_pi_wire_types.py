@@ -113,3 +113,32 @@ def test_the_extension_reads_responses_through_these_types():
     # Daemon results are never `any` (Pi's own objects still are: its API has no published types here).
     for name in ("format.ts", "tools.ts", "daemon-client.ts", "framing.ts"):
         assert not re.search(r":\s*any\b|<any>|as any\b", (src / name).read_text()), name
+
+
+def _tsc() -> list[str]:
+    """The pinned TypeScript compiler of tests/ts (installed with `npm ci` when its lockfile changed)."""
+    import hashlib
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "pi"))
+    import pitools
+
+    ts = REPO / "tests" / "ts"
+    stamp = ts / "node_modules" / ".piwatch-stamp"
+    want = hashlib.sha256((ts / "package-lock.json").read_bytes()).hexdigest()
+    if not stamp.is_file() or stamp.read_text() != want:
+        proc = subprocess.run([pitools.find_npm(), "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
+                              cwd=ts, env=pitools.node_env(), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"npm ci in {ts} failed:\n{proc.stderr[-3000:]}"
+        stamp.write_text(want)
+    return [pitools.find_node(), str(ts / "node_modules" / "typescript" / "bin" / "tsc"), "-p", str(ts / "tsconfig.json")]
+
+
+def test_the_extension_type_checks_in_strict_mode():
+    """`tsc --strict` over client/pi-extension: the types above are used, not just written down
+    (a misspelt field of a daemon result is a compile error here)."""
+    import subprocess
+
+    proc = subprocess.run(_tsc(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"tsc found type errors in client/pi-extension:\n{proc.stdout}{proc.stderr}"
