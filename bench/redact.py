@@ -18,6 +18,10 @@ generator and cache as bench/ingest.py):
    redact every projected text alone, as a share of the ingest time.
 
 Writes bench/out/redact-<bytes>.json and .md.
+
+`python -m bench.redact --scan DIR [DIR ...]` instead reports what the built-in
+rules would redact in the text files under DIR, by kind with examples: a
+precision check on real code and docs (say a virtualenv's site-packages).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from piwatchd.index.schema import DEFAULT_ENGINE, open_writer
 from piwatchd.index.writer import IndexWriter
 from piwatchd.indexer import reconcile
 from piwatchd.project import project_entry
-from piwatchd.redact import BUILTIN_RULES, DEFAULT_RULES, NO_RULES, Rules, redact
+from piwatchd.redact import BUILTIN_RULES, DEFAULT_RULES, NO_RULES, Rules, find, redact
 from piwatchd.source.lines import split_complete_lines
 from piwatchd.source.parser import ParserState, parse_lines
 
@@ -216,6 +220,28 @@ def redaction_share(files: list[Path], ingest_seconds: float) -> dict:
             "shareOfIngestPercent": round(seconds / ingest_seconds * 100, 1)}
 
 
+def scan(dirs: list[str], examples: int = 5) -> dict:
+    """Redactions the built-in rules make in the text files under `dirs` (precision on real text)."""
+    counts: dict[str, int] = {}
+    shown: dict[str, list[str]] = {}
+    chars = files = 0
+    for top in dirs:
+        for path in Path(top).rglob("*"):
+            if not path.is_file() or path.suffix not in (".py", ".js", ".ts", ".md", ".json", ".txt", ".toml", ".yaml"):
+                continue
+            try:
+                text = path.read_text()
+            except (OSError, UnicodeDecodeError):
+                continue
+            files += 1
+            chars += len(text)
+            for start, end, kind in find(text):
+                counts[kind] = counts.get(kind, 0) + 1
+                if len(shown.setdefault(kind, [])) < examples:
+                    shown[kind].append(f"{path}: {text[max(0, start - 40) : end + 5]!r}")
+    return {"files": files, "mchars": round(chars / 1e6, 1), "byKind": counts, "examples": shown}
+
+
 def report_md(result: dict) -> str:
     lines = [f"# Redaction benchmark ({result['corpusBytes'] / 1e6:.0f} MB real-Pi corpus)", "",
              f"`{result['command']}`", "", "## Detectors (projected fragment texts)", "",
@@ -247,7 +273,11 @@ def main() -> None:
     ap.add_argument("--slow-share", type=float, default=0.02, help="share of those texts detect-secrets runs over")
     ap.add_argument("--skip-ingest", action="store_true")
     ap.add_argument("--engine", default=DEFAULT_ENGINE, help="text index engine for the ingest runs")
+    ap.add_argument("--scan", nargs="+", metavar="DIR", help="only report redactions in the text files under DIR")
     ns = ap.parse_args()
+    if ns.scan:
+        print(json.dumps(scan(ns.scan), indent=2))
+        return
     nbytes = parse_bytes(ns.bytes)
     _, manifest = corpus(nbytes, ns.seed)
     root = Path(manifest["sessionsDir"])

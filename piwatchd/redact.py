@@ -54,6 +54,7 @@ __all__ = [
     "Rule",
     "Rules",
     "RulesError",
+    "find",
     "marker",
     "redact",
     "redact_payload",
@@ -415,6 +416,11 @@ def _spans(text: str, rules: Rules) -> list[Span]:
             out.append((start, start - neg_len, kind))
             end = start - neg_len
     return out
+
+
+def find(text: str, rules: Rules = DEFAULT_RULES) -> list[Span]:
+    """Where the secrets in `text` are, as (start, end, kind), without changing it."""
+    return _spans(text, rules)
 
 
 def redact(text: str, rules: Rules = DEFAULT_RULES) -> tuple[str, dict[str, int]]:
