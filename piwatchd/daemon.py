@@ -20,6 +20,7 @@ import argparse
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from .inbox import Inbox
 from .indexfile import (
     IndexBusy,
+    NotAnIndex,
     hold_lock,
     lock_index,
     open_or_rebuild,
@@ -107,7 +109,12 @@ class Daemon:
         if not self._acquire_locks():
             return 1
         try:
-            self._build(self._prepare_index())
+            try:
+                problem = self._prepare_index()
+            except (NotAnIndex, OSError, sqlite3.Error) as exc:
+                print(f"piwatchd: cannot use the index {self.db_path}: {exc}", file=sys.stderr)
+                return 1
+            self._build(problem)
             return self._serve()
         finally:
             self._shutdown()

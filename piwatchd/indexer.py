@@ -25,7 +25,7 @@ from typing import Any
 
 from .auth import is_under
 from .index.writer import IndexWriter
-from .indexfile import lock_index, prepare_index_path
+from .indexfile import lock_index, open_or_rebuild, prepare_index_path
 from .ingest import Ingestor, IngestOutcome
 from .source.discovery import iter_session_files, root_is_listable
 from .source.tailer import Change
@@ -206,7 +206,6 @@ def index_once(
     """Reconcile the index with the session files once, as the only writer
     (raises IndexBusy while piwatchd or another pass holds the index lock)."""
     from .config import load_settings
-    from .index.schema import open_writer
     from .source.discovery import discover_roots
 
     settings = load_settings()
@@ -217,7 +216,8 @@ def index_once(
     db_path = prepare_index_path(Path(db).expanduser() if db else settings.db_path)
     lock = lock_index(db_path, f"pid {os.getpid()} (piwatch index --once)\n")
     try:
-        writer = IndexWriter(open_writer(db_path, engine=settings.engine))
+        conn, rebuilt = open_or_rebuild(db_path, settings.engine)  # a corrupt index is rebuilt, as by the daemon
+        writer = IndexWriter(conn)
         try:
             writer.repay_text_debt()
             summary = reconcile(writer, roots, progress=progress)
@@ -226,4 +226,4 @@ def index_once(
             writer.close()  # commits the text index
     finally:
         lock.close()
-    return {"db": str(db_path), "roots": roots, **summary.as_dict()}
+    return {"db": str(db_path), "roots": roots, "rebuilt": rebuilt, **summary.as_dict()}

@@ -32,6 +32,7 @@ __all__ = [
     "PRIVATE_UMASK",
     "SIDE_SUFFIXES",
     "IndexBusy",
+    "NotAnIndex",
     "discard_index",
     "hold_lock",
     "lock_index",
@@ -128,9 +129,30 @@ def discard_index(db_path: str | os.PathLike) -> None:
     shutil.rmtree(f"{db_path}.tantivy", ignore_errors=True)
 
 
+class NotAnIndex(Exception):
+    """The path holds a file that was never an SQLite database: not ours to replace."""
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _was_an_index(db_path: str | os.PathLike) -> bool:
+    """Whether an unreadable file at `db_path` may be discarded: it is (or
+    was) an SQLite database (its header says so, or the header was zeroed by
+    a crash). Any other file (`--db` pointed at the wrong file) is never
+    deleted."""
+    try:
+        with open(db_path, "rb") as fh:
+            head = fh.read(100)
+    except OSError:
+        return False
+    return head.startswith(_SQLITE_MAGIC) or head.count(0) == len(head)
+
+
 def open_or_rebuild(db_path: str | os.PathLike, engine: str | None = None) -> tuple[sqlite3.Connection, str | None]:
-    """The write connection; a file SQLite cannot use as an index is discarded
-    and created anew. Returns (connection, why it was rebuilt, or None)."""
+    """The write connection; an SQLite file that cannot be used as an index
+    (corrupt) is discarded and created anew. Returns (connection, why it was
+    rebuilt, or None). Raises NotAnIndex for a file that never was SQLite."""
     from .index.schema import DEFAULT_ENGINE, open_writer
 
     engine = engine or DEFAULT_ENGINE
@@ -141,6 +163,9 @@ def open_or_rebuild(db_path: str | os.PathLike, engine: str | None = None) -> tu
     except sqlite3.OperationalError:
         raise  # locked, busy, cannot open: not the file's contents
     except sqlite3.DatabaseError as exc:
+        if not _was_an_index(db_path):
+            raise NotAnIndex(f"{db_path} is not a piwatch index (not an SQLite file); "
+                             "refusing to replace it: remove it or choose another --db") from exc
         problem = f"the index was corrupt ({exc}); rebuilding it from the session files"
     discard_index(db_path)
     prepare_index_path(db_path)

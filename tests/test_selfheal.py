@@ -22,7 +22,7 @@ import time
 import pytest
 from conftest import jsonl, msg, v3_header
 from piwatch.client import Client
-from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
+from test_live import FOLDER, PIWATCH, Daemon, live, poll, q, search_cli  # noqa: F401 (live: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,16 +82,17 @@ def test_index_deleted_while_running_is_rebuilt_and_reported(live):
     assert d.stop() == 0
 
 
-@pytest.mark.parametrize("damage", ["garbage", "zeroed-header"])
+@pytest.mark.parametrize("damage", ["zeroed-header", "garbled-pages"])
 def test_corrupt_index_at_start_is_rebuilt(live, damage):
     live.path.write_bytes(session("s-1", "walrus"))
     d = live.daemon()
     assert d.stop() == 0
-    if damage == "garbage":
-        live.db.write_bytes(os.urandom(64 * 1024))
-    else:
-        with open(live.db, "r+b") as fh:
+    with open(live.db, "r+b") as fh:
+        if damage == "zeroed-header":  # a crash that zeroed the first page's header
             fh.write(b"\0" * 100)
+        else:  # the SQLite header survives, the pages after it do not
+            fh.seek(100)
+            fh.write(os.urandom(live.db.stat().st_size - 100))
     d = live.daemon()
     poll(lambda: status(live).service.phase == "idle")
     svc = status(live).service
@@ -99,6 +100,19 @@ def test_corrupt_index_at_start_is_rebuilt(live, damage):
     assert "the index was corrupt" in d.log.read_text()
     assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
     assert d.stop() == 0
+
+
+@pytest.mark.parametrize("content", [b"not an index\n" * 100, os.urandom(64 * 1024)])
+def test_a_file_that_never_was_an_index_is_never_replaced(live, content):
+    """`--db` pointed at the wrong file: refused with one line, the file untouched."""
+    live.path.write_bytes(session("s-1", "walrus"))
+    live.db.write_bytes(content)
+    d = Daemon(live.root, live.db).start(wait=False)
+    assert d.proc.wait(30) == 1
+    d.stop()
+    log = d.log.read_text()
+    assert "is not a piwatch index" in log and str(live.db) in log and "Traceback" not in log
+    assert live.db.read_bytes() == content
 
 
 def test_transient_failure_is_retried_with_backoff_not_at_the_next_scan(live):
@@ -201,4 +215,16 @@ def test_index_once_vetoes_removals_like_the_daemon(live, gone):
     else:
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["removed"] == 0
+    assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
+
+
+def test_index_once_rebuilds_a_corrupt_index_like_the_daemon(live):
+    live.path.write_bytes(session("s-1", "walrus"))
+    args = [PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db)]
+    assert subprocess.run(args, capture_output=True, timeout=60).returncode == 0
+    with open(live.db, "r+b") as fh:
+        fh.seek(100)
+        fh.write(os.urandom(live.db.stat().st_size - 100))
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "the index was corrupt" in out.stderr, out.stderr
     assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]

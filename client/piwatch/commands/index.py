@@ -41,13 +41,18 @@ def run(ns: argparse.Namespace) -> int:
         if outcome.error and not ns.quiet and not ns.json:
             print(f"\n{outcome.state}: {outcome.path}: {outcome.error}", file=stderr)
 
-    from piwatchd.indexfile import IndexBusy
+    from piwatchd.indexfile import IndexBusy, NotAnIndex
 
     try:
         summary = index_once(ns.db, ns.sessions, progress=progress)
     except IndexBusy as exc:
         print(f"piwatch: {exc}: piwatchd keeps it current (`piwatch reindex` re-reads everything)", file=stderr)
         return 1
+    except NotAnIndex as exc:
+        print(f"piwatch: {exc}", file=stderr)
+        return 1
+    if summary.get("rebuilt") and not ns.quiet:
+        print(f"piwatch: {summary['rebuilt']}", file=stderr)
     if ns.json:
         print(json.dumps(summary, indent=2))
     else:
