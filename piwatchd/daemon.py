@@ -99,6 +99,7 @@ class Daemon:
         self._locks: list = []
         self._hup = False  # set by the SIGHUP handler (no locks in a signal handler)
         self._last_ping = 0.0
+        self._bind_error: str | None = None
 
     # -- the whole life ----------------------------------------------------------
 
@@ -236,11 +237,16 @@ class Daemon:
         if self._hup:
             self._hup = False
             self.inbox.request_reconcile("SIGHUP")
-        log.warning("binding %s again (%s)", self.sock_path, reason)
         try:
             self.server.rebind()
         except (OSError, SystemExit) as exc:
-            log.error("cannot bind %s again: %s", self.sock_path, exc)
+            message = f"cannot bind {self.sock_path} again: {exc}"
+            if message != self._bind_error:  # retried every second; said once
+                log.error("%s", message)
+                self._bind_error = message
+            return
+        log.warning("bound %s again (%s)", self.sock_path, reason)
+        self._bind_error = None
 
     def _ping(self, ping_every: float | None) -> None:
         """systemd watchdog: ping only while the ingest loop moves, so a wedged loop gets restarted."""
