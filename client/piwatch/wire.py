@@ -17,6 +17,7 @@ daemon.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -146,18 +147,23 @@ class Wire(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
             return False
 
 
+@functools.cache
+def _names(cls: type[msgspec.Struct]) -> dict[str, str]:
+    return dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__, strict=True))
+
+
 def _attr(cls: type[msgspec.Struct], key: str) -> str:
-    names = dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__, strict=True))
-    return names[key]
+    """The Python attribute of a wire (camelCase) field name; KeyError if none."""
+    return _names(cls)[key]
 
 
 class Request(Wire):
-    """Requests reject unknown fields: a typo is a clear bad_request."""
+    """Base of the request shapes. `hello` stays lenient about unknown fields,
+    so a newer client can always be told which version to upgrade to."""
 
 
-# Structs that configure one field set; unknown fields are refused.
 class _Strict(Request, forbid_unknown_fields=True):
-    pass
+    """Requests that refuse unknown fields: a typo is a clear bad_request."""
 
 
 # -- caller ------------------------------------------------------------------------
