@@ -455,24 +455,38 @@ def test_every_trace_field_is_in_the_text(formatted):
 
 
 def test_catch_up_warning_tells_the_model_the_history_is_still_being_indexed(world, formatted):
-    """The daemon's catch-up notice (code `indexing`, "indexing: N of M files, results may be
-    incomplete") on a real response: the text says so first, and an empty page is not "no such event"."""
-    notice = {"code": "indexing", "message": "indexing: 19 of 60 files, results may be incomplete"}
-    search = next(r for op, r in formatted if op == "search")
-    empty = {**search["result"], "hits": [], "hasMore": False}
-    read = next(r for op, r in formatted if op == "read")
-    trace = next(r for op, r in formatted if op == "trace")
+    """The daemon's own Api on this index, with its service in the first index (41 of 60 files to go):
+    the responses carry its catch-up notice, and the text says so first; an empty page is not
+    "no such event"."""
+    from piwatch.wire import to_builtins
+
+    from piwatchd.api import Api
+
+    snapshot = {"phase": "ingesting", "files_known": 60, "backlog_files": 41, "startup_seconds": None}
+    api = Api(world.tmp / "index.sqlite3", service_snapshot=lambda: snapshot)
+    caller = {"cwd": str(world.proj)}
+    b, sid = world.ids("branches"), world.seeded["sessions"]["branches"]["id"]
+    try:
+        answers = [to_builtins(api.handle(op, args, caller)) for op, args in [
+            ("search", {"query": "quarzite", "limit": 3}),
+            ("search", {"query": "nowhere to be found", "limit": 3}),
+            ("read", {"sessionId": sid, "entryId": b["result"]}),
+            ("trace", {"sessionId": sid, "entryId": b["result"]}),
+        ]]
+    finally:
+        api.readers.reset()
+    assert all(a["ok"] for a in answers), answers
+    assert [w["code"] for w in answers[0]["warnings"]] == ["indexing"]
     texts = node("format", "--ext", str(world.ext), stdin=[
-        {"op": "search", "query": "quarzite", "result": search["result"], "warnings": [notice], "freshness": None},
-        {"op": "search", "query": "quarzite", "result": empty, "warnings": [notice], "freshness": None},
-        {"op": "read", "result": read["result"], "warnings": [notice], "freshness": None},
-        {"op": "trace", "result": trace["result"], "warnings": [notice], "freshness": None},
+        {"op": op, "query": q, "result": a["result"], "warnings": a["warnings"], "freshness": a.get("freshness")}
+        for (op, q), a in zip([("search", "quarzite"), ("search", "nowhere to be found"), ("read", None), ("trace", None)],
+                              answers)
     ])
     for text in texts:
         first = text.splitlines()[0]
         assert "still being indexed" in first and "19 of 60 files" in first, first
     assert "No hits so far, but the history is still being indexed" in texts[1]
-    # Without the notice, nothing claims it.
+    # Without the notice (the live daemon has finished its first index), nothing claims it.
     assert all("still being indexed" not in r["text"] for _, r in formatted)
 
 
