@@ -54,10 +54,24 @@ class ReaderPool:
 
     def get(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
+        identity = self._identity()
+        if conn is not None and identity != getattr(self._local, "identity", None):
+            # The index was rebuilt (a new file at the path): a long-lived
+            # connection must not keep reading the discarded one.
+            self.reset()
+            conn = None
         if conn is None:
             conn = open_reader(self.db_path)
             self._local.conn = conn
+            self._local.identity = identity
         return conn
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.db_path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     def reset(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -56,6 +56,8 @@ def test_index_deleted_while_running_is_rebuilt_and_reported(live):
     live.path.write_bytes(session("s-1", "walrus"))
     d = live.daemon()
     assert cli_status_rc(live) == 0
+    kept = Client(live.db.parent / "d.sock", timeout=10, caller={"all": True})  # one connection across the rebuild
+    assert [h.entry_id for h in kept.search("walrus").hits] == ["s-1-a"]
     for suffix in ("", "-wal", "-shm"):
         p = live.db.with_name(live.db.name + suffix)
         if p.exists():
@@ -78,6 +80,8 @@ def test_index_deleted_while_running_is_rebuilt_and_reported(live):
     with open(live.path, "ab") as fh:
         fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "narwhal after the rebuild")))
     poll(lambda: search_cli(live.db, "narwhal") == [("s-1", "s-1-b")])
+    assert [h.entry_id for h in kept.search("narwhal", wait=5, filters={"sessionId": ["s-1"]}).hits] == ["s-1-b"]
+    kept.close()
     assert cli_status_rc(live) == 0
     assert d.stop() == 0
 
