@@ -17,7 +17,7 @@ analyzer as the indexed text (Unicode words, lower-cased, diacritics folded).
 from __future__ import annotations
 
 import contextlib
-import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -222,12 +222,10 @@ class TantivyText:
 
 def remove_text_dir(path: Path) -> None:
     """Delete a text index directory (a layout change or a corrupt index)."""
-    if not path.exists():
-        return
-    for child in path.iterdir():
-        if child.is_file() or child.is_symlink():
-            child.unlink()
-    os.rmdir(path)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 # One open index object per directory and process. The writer registers its
@@ -255,7 +253,13 @@ def text_reader(conn: sqlite3.Connection) -> TantivyText:
     with _OPEN_LOCK:
         entry = _OPEN.get(path)
         if entry is None:
-            entry = (TantivyText(path, writable=False), False)
+            try:
+                entry = (TantivyText(path, writable=False), False)
+            except ValueError as exc:  # tantivy's word for an unreadable index
+                raise FileNotFoundError(
+                    f"the text index {path} cannot be read ({exc}): start piwatchd or run "
+                    "`piwatch index --once`, which rebuild it from the session files"
+                ) from None
             _OPEN[path] = entry
     text, shared = entry
     if not shared:

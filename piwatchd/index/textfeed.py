@@ -50,31 +50,35 @@ class TextFeed:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.text = TantivyText(text_dir(db_file_of(conn)), writable=True)
         self._ops: list[tuple] = []
         self._owed: set[str] = set()
         self._last_commit = time.monotonic()
-        self._adopt()
+        self.text = self._adopt(text_dir(db_file_of(conn)))
         register_text(self.text)
 
     # -- identity: the text index must belong to this read model --------------
 
-    def _adopt(self) -> None:
-        """A text index from another build of the read model (or none) is
-        cleared, and every indexed session is owed to it."""
-        marker = self.text.path / "piwatch-layout"
+    def _adopt(self, path: Path) -> TantivyText:
+        """Open the text index that belongs to this read model. One from
+        another build or layout, an unreadable one, or none at all is
+        replaced by an empty index, and every indexed session is owed to it."""
+        marker = path / "piwatch-layout"
         want = f"{TEXT_LAYOUT} {self._model_id()}"
         have = marker.read_text().strip() if marker.exists() else None
         if have == want:
-            return
-        if have is not None or self.text.count():
-            log.warning("text index %s belongs to another index build; rebuilding it", self.text.path)
-        self.text.delete_all()
-        self.text.commit()
+            try:
+                return TantivyText(path, writable=True)
+            except (OSError, ValueError) as exc:  # a corrupt or foreign directory
+                log.warning("text index %s cannot be opened (%s); rebuilding it", path, exc)
+        elif have is not None:
+            log.warning("text index %s belongs to another index build; rebuilding it", path)
+        remove_text_dir(path)
+        text = TantivyText(path, writable=True)
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute("INSERT OR IGNORE INTO text_debt(session_id) SELECT session_id FROM sessions")
         self.conn.execute("COMMIT")
         marker.write_text(want + "\n")
+        return text
 
     def _model_id(self) -> str:
         row = self.conn.execute("SELECT value FROM index_meta WHERE key='model_id'").fetchone()
