@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
+from collections import OrderedDict
 
 from ..model import Entry, Event
 from ..project import project_entry
+from ..redact import Rules
 from ..source.lines import RawLine, decode_line
 from ..source.parser import line_fingerprint
+from ..source.reader import open_source
 from .redaction import index_rules
 
 __all__ = ["project_rows", "verified_line"]
@@ -37,6 +41,30 @@ def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes 
     return line
 
 
+# Re-projecting a hit costs a read, a JSON parse and redaction of the whole
+# entry; searches keep returning the same popular events, so the last few
+# hundred stay here, keyed by the file's identity and state (any write to the
+# file changes its size or mtime) and the redaction rules.
+_CACHE_SIZE = 512
+_cache: OrderedDict[tuple, Event] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _cached(key: tuple) -> Event | None:
+    with _cache_lock:
+        event = _cache.get(key)
+        if event is not None:
+            _cache.move_to_end(key)
+        return event
+
+
+def _remember(key: tuple, event: Event) -> None:
+    with _cache_lock:
+        _cache[key] = event
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
 def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int, Event]:
     """{event rowid: Event} for the rows whose source line still verifies."""
     by_path: dict[str, list[tuple]] = {}
@@ -50,18 +78,33 @@ def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int,
     rules = index_rules(conn)  # the rules that redacted the indexed text
     for path, rows in by_path.items():
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            fd = open_source(path)
         except OSError:
             continue
         try:
-            for rowid, sid, eid, parent, etype, ordinal, offset, length, fp, id_recorded, _ in sorted(rows, key=lambda r: r[6]):
-                line = verified_line(fd, offset, length, fp)
-                if line is None:
-                    continue
-                value = decode_line(RawLine(offset, line)).value
-                data = value if isinstance(value, dict) else {}
-                entry = Entry(eid, parent, etype, ordinal, offset, length, fp, data, bool(id_recorded))
-                out[rowid] = project_entry(sid, entry, rules)
+            st = os.fstat(fd)
+            state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, rules.fingerprint)
+            for row in sorted(rows, key=lambda r: r[6]):
+                event = _project_row(fd, row, state, rules)
+                if event is not None:
+                    out[row[0]] = event
         finally:
             os.close(fd)
     return out
+
+
+def _project_row(fd: int, row: tuple, state: tuple, rules: Rules) -> Event | None:
+    _, sid, eid, parent, etype, ordinal, offset, length, fp, id_recorded, _ = row
+    key = (*state, offset, length, fp)
+    event = _cached(key)
+    if event is not None:
+        return event
+    line = verified_line(fd, offset, length, fp)
+    if line is None:
+        return None
+    value = decode_line(RawLine(offset, line)).value
+    data = value if isinstance(value, dict) else {}
+    entry = Entry(eid, parent, etype, ordinal, offset, length, fp, data, bool(id_recorded))
+    event = project_entry(sid, entry, rules)
+    _remember(key, event)
+    return event
