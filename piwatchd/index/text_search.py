@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections import Counter
 
 from ..model import Fragment
 from .hits import MARK_CLOSE, MARK_OPEN, page_rows, ranked_events
@@ -29,7 +30,9 @@ SNIPPET_WINDOW = 420
 
 
 def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest, terms: list[Term], need: int,
-            deadline: float | None) -> list[tuple]:
+            deadline: float | None) -> tuple[list[tuple], dict[int, int] | None]:
+    """The first `need` events, best first, and, when every match was
+    fetched on the way, how many fragments of each event match."""
     query = text.query(terms, request.filters)
     k = max(FIRST_K, need * 2)
     while True:
@@ -37,20 +40,17 @@ def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest,
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
         top = text.top(query, k)
         events = ranked_events(conn, request.filters, {frag: -score for score, frag, _ in top})
-        if len(top) < k or k >= MAX_K:
-            return events[:need]
-        if len(events) >= need and events[need - 1][0] <= -top[-1][0]:
-            return events[:need]
+        if len(top) < k:
+            return events[:need], Counter(event for _, _, event in top)
+        if k >= MAX_K or (len(events) >= need and events[need - 1][0] <= -top[-1][0]):
+            return events[:need], None
         k *= 4
 
 
 def _matched_counts(text: TantivyText, request: SearchRequest, terms: list[Term], page: list[tuple]) -> dict[int, int]:
     event_rowids = [c[2][4] for c in page]
     query = text.query(terms, request.filters, events=event_rowids)
-    counts: dict[int, int] = {}
-    for _, _, event in text.top(query, 10_000):
-        counts[event] = counts.get(event, 0) + 1
-    return counts
+    return Counter(event for _, _, event in text.top(query, 10_000))
 
 
 def _match_pattern(tokens: set[str]) -> re.Pattern[str]:
@@ -118,7 +118,8 @@ def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
     marked snippet text per fragment rowid."""
     text = text_reader(conn)
     terms = parse_query(request.query)
-    ranked = _ranked(conn, text, request, terms, need, deadline)
+    ranked, counts = _ranked(conn, text, request, terms, need, deadline)
     page = ranked[request.offset :]
-    counts = _matched_counts(text, request, terms, page[: request.limit]) if page else {}
+    if counts is None:
+        counts = _matched_counts(text, request, terms, page[: request.limit]) if page else {}
     return page_rows(page, counts), _snippets(conn, text, terms, page[: request.limit])
