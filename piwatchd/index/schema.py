@@ -291,13 +291,15 @@ def open_writer(path: str | Path, rules: Rules | None = None, engine: str = DEFA
     # WAL + NORMAL cannot corrupt; a power loss may roll back the last commits,
     # which is harmless because checkpoints roll back with their rows.
     conn.execute("PRAGMA synchronous = NORMAL")
-    # FTS5 segment merges re-read recent pages; a larger cache keeps them in memory.
-    conn.execute("PRAGMA cache_size = -65536")
-    # Checkpoint the WAL every ~80 MB instead of every 4 MB: FTS segment pages
-    # rewritten by consecutive batches are then copied back once, not each time.
-    conn.execute("PRAGMA wal_autocheckpoint = 20000")
     ensure_schema(conn, rules, engine)
+    # Keep the WAL file from staying at its high-water mark after a checkpoint.
+    conn.execute("PRAGMA journal_size_limit = 16777216")
     if engine == "fts5":
+        # FTS5 segment merges re-read recent pages; a larger cache keeps them in memory.
+        conn.execute("PRAGMA cache_size = -65536")
+        # Checkpoint the WAL every ~80 MB instead of every 4 MB: FTS segment pages
+        # rewritten by consecutive batches are then copied back once, not each time.
+        conn.execute("PRAGMA wal_autocheckpoint = 20000")
         # Merge FTS segments 16 at a time while ingesting (the default 4 redoes
         # merges often: ~25% of a cold index); the daemon merges fully when idle.
         conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('automerge', 16)")
