@@ -78,6 +78,8 @@ def test_states_in_the_index(env):
 def test_read_neighbours_append_vs_branch(env):
     app = read(env, entryId="E", before=1, after=1, order="append")["neighbours"]
     assert ids(app["before"]) == ["D"] and ids(app["after"]) == ["F"]
+    # Previews on every engine: from the index's text, or re-projected from the verified source line.
+    assert [n["preview"] for n in app["before"] + app["after"]] == ["delta old branch", "foxtrot edits"]
     br = read(env, entryId="E", before=1, after=1, order="branch")["neighbours"]
     assert ids(br["before"]) == ["B"] and ids(br["after"]) == ["F"]
     # Reading B follows the materialized branch and reports C as the alternative.

@@ -318,7 +318,7 @@ class NodeSummary(Wire):
     branch_state: str
     selection_state: str
     preview: str | None
-    preview_source: str
+    preview_source: str  # "index" (the read model's text) or "source" (re-projected from the verified line)
     provenance: str | None = None  # siblings: "derived"
 
 

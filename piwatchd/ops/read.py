@@ -25,6 +25,7 @@ from piwatch import wire
 
 from ..catalog import session_row
 from ..index.redaction import index_rules
+from ..index.source_events import project_rows
 from ..index.tree_store import DbTreeView
 from ..model import Entry
 from ..project import project_entry
@@ -145,23 +146,39 @@ def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _previews(conn: sqlite3.Connection, session_id: str, entry_ids: list[str], limit: int = SMALL_PREVIEW) -> dict[str, str]:
-    """Small previews from the index, one query for all the nodes: a
-    navigation aid, never canonical content."""
-    out: dict[str, str] = {}
+def _previews(conn: sqlite3.Connection, session_id: str, entry_ids: list[str],
+              limit: int = SMALL_PREVIEW) -> dict[str, tuple[str, str]]:
+    """Small previews, {entry id: (text, where from)}, a navigation aid and
+    never canonical content: the first fragment's indexed text, or, when the
+    text engine keeps no text in the read model (Tantivy), the same fragment
+    re-projected from its verified source line. Batched: one query, and one
+    open of the session's file, for all the nodes."""
+    out: dict[str, tuple[str, str]] = {}
+    from_source: dict[int, str] = {}
     ids = list(dict.fromkeys(entry_ids))
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        for entry_id, body in conn.execute(
-            "SELECT e.entry_id, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
+        for entry_id, event_rowid, body in conn.execute(
+            "SELECT e.entry_id, e.event_rowid, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
             " ORDER BY f.frag_rowid LIMIT 1) FROM events e"
             f" WHERE e.session_id=? AND e.entry_id IN ({','.join('?' * len(chunk))})",
             (session_id, *chunk),
         ):
             if body:
-                text = " ".join(body.split())
-                out[entry_id] = text if len(text) <= limit else text[:limit] + "…"
+                out[entry_id] = (_short_preview(body, limit), "index")
+            elif body is None:
+                from_source[event_rowid] = entry_id
+    if from_source:
+        for event_rowid, event in project_rows(conn, list(from_source)).items():
+            text = event.fragments[0].display_text() if event.fragments else ""
+            if text:
+                out[from_source[event_rowid]] = (_short_preview(text, limit), "source")
     return out
+
+
+def _short_preview(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[str]) -> list[dict[str, Any]]:
@@ -180,8 +197,8 @@ def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[s
             "contextRole": row["contextRole"],
             "branchState": row["branchState"],
             "selectionState": row["selectionState"],
-            "preview": previews.get(eid),
-            "previewSource": "index",
+            "preview": previews[eid][0] if eid in previews else None,
+            "previewSource": previews[eid][1] if eid in previews else "index",
         }
         for eid, row in rows
     ]
