@@ -135,7 +135,12 @@ def pi_message(entry_id: str, parent: str | None, text: str) -> bytes:
 
 
 def measure_append_latency(db: Path, files: list[dict], n: int, rng: random.Random) -> list[float]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    """Seconds from an append until a search for its unique word finds it."""
+    from piwatchd.index.query import SearchRequest
+    from piwatchd.index.schema import open_reader
+    from piwatchd.index.search import search
+
+    conn = open_reader(db)
     leaf = dict(conn.execute("SELECT session_id, leaf_id FROM sessions"))
     latencies = []
     targets = [f for f in files if f["sessionId"] in leaf]
@@ -150,7 +155,7 @@ def measure_append_latency(db: Path, files: list[dict], n: int, rng: random.Rand
             os.close(fd)
         t0 = time.perf_counter()
         while True:
-            if conn.execute("SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (f["sessionId"], eid)).fetchone():
+            if search(conn, SearchRequest(f"zz{eid}", limit=1))["hits"]:
                 break
             if time.perf_counter() - t0 > 30:
                 raise TimeoutError(f"append {eid} not indexed after 30 s")
@@ -325,7 +330,7 @@ def markdown(r: dict, command: str) -> str:
         f"| index on disk (SQLite + text index) | {cold['indexBytes'] / 1e6:.0f} MB, **{cold['indexOverCorpus']}x** the session files | <= 0.4x |",
         f"| peak RSS while indexing | **{cold['peakRssMB']} MB** | <= 300 MB |",
         f"| restart, nothing changed | **{rs['seconds']} s** for {rs['files']} files ({rs['bytesReparsed']} bytes reparsed); {rs['wallSecondsIncludingPythonStart']} s wall incl. process start | <= 2 s for 5,000 files |",
-        f"| append -> queryable ({al['n']} appends) | **p50 {al['p50ms']} ms, p99 {al['p99ms']} ms** (max {al['maxms']}) | p50 <= 50, p99 <= 200 |",
+        f"| append -> searchable ({al['n']} appends, polled by search) | **p50 {al['p50ms']} ms, p99 {al['p99ms']} ms** (max {al['maxms']}) | p50 <= 50, p99 <= 200 |",
     ]
     if "appendCost" in r:
         a = r["appendCost"]
