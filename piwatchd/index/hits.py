@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from typing import Any
 
 from .query import QueryTimeout, SearchFilters, build_candidates_sql
 
@@ -82,7 +83,7 @@ def sort_key(c: tuple) -> tuple:
     return (score, ts is None, -(ts or 0), row[5], row[7])
 
 
-def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, float]) -> list[tuple]:
+def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, Any]) -> list[tuple]:
     """The events of the scored fragments that pass the filters, each with its
     best fragment as (score, fragment_id, row), in the one-query plan's order."""
     best: dict[int, tuple] = {}

@@ -33,7 +33,7 @@ from .textdoc import Clause, TextDoc, doc_json, event_fields, filter_clauses
 __all__ = ["TantivyText", "text_dir", "db_file_of", "text_reader", "register_text", "unregister_text", "TEXT_LAYOUT"]
 
 # Bumped when the document layout changes: a mismatch rebuilds the text index.
-TEXT_LAYOUT = 2
+TEXT_LAYOUT = 3
 _ANALYZER = "folded"
 _RAW_FIELDS = (
     "event", "session", "type", "kind", "role", "tool", "error", "branch", "selection", "own",
@@ -66,6 +66,10 @@ def _schema() -> tantivy.Schema:
         b.add_text_field(name, stored=False, tokenizer_name="raw", index_option="basic")
     b.add_unsigned_field("frag", stored=False, indexed=False, fast=True)
     b.add_unsigned_field("event_n", stored=False, indexed=False, fast=True)
+    # Characters indexed: breaks ties between equal scores (Tantivy keeps
+    # document lengths as one byte, so texts of similar length score alike;
+    # the shorter one wins, as in bm25 with exact lengths).
+    b.add_unsigned_field("len", stored=False, indexed=False, fast=True)
     b.add_integer_field("ordinal", stored=False, indexed=True, fast=True)
     b.add_integer_field("ts", stored=False, indexed=True, fast=True)
     return b.build()
@@ -205,16 +209,18 @@ class TantivyText:
             return parts[0][1]  # a nested boolean costs ~30% on a common word
         return Query.boolean_query(parts)
 
-    def top(self, query: Query, k: int) -> list[tuple[float, int, int]]:
-        """The k best documents as (score, fragment rowid, event rowid)."""
+    def top(self, query: Query, k: int) -> list[tuple[float, int, int, int]]:
+        """The k best documents as (score, fragment rowid, event rowid, text length)."""
         searcher = self.index.searcher()
         hits = searcher.search(query, limit=k, count=False).hits
         if not hits:
             return []
         addrs = [a for _, a in hits]
-        frags = searcher.fast_field_values("frag", addrs)
-        events = searcher.fast_field_values("event_n", addrs)
-        return [(float(score), int(f or 0), int(e or 0)) for (score, _), f, e in zip(hits, frags, events, strict=True)]
+        columns = [searcher.fast_field_values(name, addrs) for name in ("frag", "event_n", "len")]
+        return [
+            (float(score), int(f or 0), int(e or 0), int(n or 0))
+            for (score, _), f, e, n in zip(hits, *columns, strict=True)
+        ]
 
     def count(self) -> int:
         return self.index.searcher().num_docs

@@ -3,10 +3,11 @@ filter applied there), coalesce them into events, count matches and build
 snippets for the page only.
 
 Scores are negated so that lower is better, as FTS5's rank. Ranking is
-exact up to ties: the k best fragments are fetched, and k grows
-until the page's last event scores at least as well as the k-th fragment,
-so no event that belongs on the page can be missing (an event's best
-fragment is always among the fragments scoring above it).
+exact: the k best fragments are fetched, and k grows until the page's last
+event scores better than the k-th fragment, so no event that belongs on the
+page can be missing (an event's best fragment is always among the fragments
+scoring above it). Ties at that boundary are fetched too (up to TIE_K_MAX
+fragments), so tied events are ordered as FTS5 orders them: newest first.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = ["ranked_page"]
 
 FIRST_K = 64
 MAX_K = 1 << 20
+TIE_K_MAX = 4096
 SNIPPET_WINDOW = 420
 
 
@@ -39,10 +41,19 @@ def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest,
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
         top = text.top(query, k)
-        events = ranked_events(conn, request.filters, {frag: -score for score, frag, _ in top})
+        # (negated score, length): equal scores rank the shorter text first.
+        events = ranked_events(conn, request.filters, {frag: (-score, n) for score, frag, _, n in top})
+        events = [(score[0], fid, row) for score, fid, row in events]
         if len(top) < k:
-            return events[:need], Counter(event for _, _, event in top)
-        if k >= MAX_K or (len(events) >= need and events[need - 1][0] <= -top[-1][0]):
+            return events[:need], Counter(event for _, _, event, _ in top)
+        if len(events) >= need:
+            last, boundary = events[need - 1][0], -top[-1][0]
+            # Strictly better than every fragment not fetched: exact. Tied
+            # with the boundary: more tied fragments may sort first (newer
+            # first, as FTS5 orders ties), so fetch them, up to a bound.
+            if last < boundary or (last == boundary and k >= TIE_K_MAX):
+                return events[:need], None
+        if k >= MAX_K:
             return events[:need], None
         k *= 4
 
@@ -50,7 +61,7 @@ def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest,
 def _matched_counts(text: TantivyText, request: SearchRequest, terms: list[Term], page: list[tuple]) -> dict[int, int]:
     event_rowids = [c[2][4] for c in page]
     query = text.query(terms, request.filters, events=event_rowids)
-    return Counter(event for _, _, event in text.top(query, 10_000))
+    return Counter(event for _, _, event, _ in text.top(query, 10_000))
 
 
 def _match_pattern(tokens: set[str]) -> re.Pattern[str]:

@@ -130,6 +130,7 @@ def doc_json(doc: TextDoc, shared: dict | None = None) -> dict:
     d["kind"] = doc.kind
     d["own"] = "1" if own else "0"
     d["text"] = [doc.body, doc.tail] if doc.tail else doc.body
+    d["len"] = len(doc.body) + len(doc.tail or "")
     if doc.meta:
         d["meta"] = doc.meta
     if doc.tool_name is not None:
