@@ -143,6 +143,7 @@ class Api:
         request_reindex: Callable[[str | None], None] | None = None,
         hello_info: Callable[[], dict[str, Any]] | None = None,
         commits: CommitSignal | None = None,
+        index_trouble: Callable[[str], None] | None = None,
         query_timeout: float = 5.0,
         request_budget: float = REQUEST_BUDGET,
     ) -> None:
@@ -155,6 +156,8 @@ class Api:
         self.request_reindex = request_reindex
         self.hello_info = hello_info or dict
         self.commits = commits
+        # Told when a query finds the index file damaged: the ingest thread verifies and rebuilds it.
+        self.index_trouble = index_trouble or (lambda reason: None)
         self.query_timeout = query_timeout
         self.request_budget = request_budget
         self._ops: dict[str, Callable[[Any, _Request, Slot], Any]] = {
@@ -201,6 +204,8 @@ class Api:
                 # The index went away or broke under us (deleted, replaced, corrupt): the
                 # daemon rebuilds it; this thread's next request opens a fresh connection.
                 self.readers.reset()
+                if not isinstance(exc, sqlite3.OperationalError):
+                    self.index_trouble(str(exc))
                 raise ProtocolError(ErrorCode.UNAVAILABLE, f"the index cannot be read: {wire.clip(str(exc))}") from None
         except ProtocolError as exc:
             req.sessions = []  # an error names no session
@@ -214,6 +219,8 @@ class Api:
         try:
             return self.readers.get()
         except (FileNotFoundError, SchemaMismatch, sqlite3.Error) as exc:
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+                self.index_trouble(str(exc))
             raise ProtocolError(
                 ErrorCode.UNAVAILABLE, f"the index {self.db_path} cannot be read: {wire.clip(str(exc))}"
             ) from None

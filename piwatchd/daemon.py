@@ -187,6 +187,7 @@ class Daemon:
             request_reindex=self.inbox.request_rebuild,
             hello_info=self._hello,
             commits=self.service.commits,
+            index_trouble=self.inbox.request_index_check,
             query_timeout=self.ns.query_timeout,
         )
         self.server = Server(self.sock_path, self.api.handle, hello=self.api.hello,

@@ -7,7 +7,8 @@ only post here: O(1), no I/O. The ingest thread takes everything due in one
 Commands: a path changed (`mark`, coalesced with a settle delay and a max
 latency), a directory appeared (`mark_dir`), reconcile everything
 (`request_reconcile`), re-read a file or everything from scratch
-(`request_rebuild`). Paths are *due* when quiet for `settle` seconds, or first
+(`request_rebuild`), verify the index file a reader found damaged
+(`request_index_check`). Paths are *due* when quiet for `settle` seconds, or first
 marked at least `max_latency` ago. The second rule is why a debouncer that
 restarts its timer on every event is not enough: a file Pi appends to
 continuously would never settle, so it would never be ingested.
@@ -46,6 +47,7 @@ class Work:
     rebuilds: list[str | None] = field(default_factory=list)  # None: every known source
     reconcile: list[str] = field(default_factory=list)  # reasons
     dirs: list[str] = field(default_factory=list)
+    index_check: str | None = None  # why a reader suspects the index file is damaged
     due: list[str] = field(default_factory=list)
     next_due: float | None = None  # when the next marked path becomes due
 
@@ -58,6 +60,7 @@ class Inbox:
         self._dirs: set[str] = set()
         self._reconcile: list[str] = []
         self._rebuilds: list[str | None] = []
+        self._index_check: str | None = None
         self.events_seen = 0
 
     # -- producers (any thread) ----------------------------------------------
@@ -88,6 +91,12 @@ class Inbox:
             self._rebuilds.append(path)
             self._cond.notify()
 
+    def request_index_check(self, reason: str) -> None:
+        """A reader hit an error that says the index file is damaged: verify it."""
+        with self._cond:
+            self._index_check = self._index_check or reason
+            self._cond.notify()
+
     def wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
@@ -99,8 +108,8 @@ class Inbox:
             due, next_due = due_paths(self._marks, self._clock(), settle, max_latency)
             for path in due:
                 del self._marks[path]
-            work = Work(self._rebuilds, self._reconcile, sorted(self._dirs), due, next_due)
-            self._rebuilds, self._reconcile, self._dirs = [], [], set()
+            work = Work(self._rebuilds, self._reconcile, sorted(self._dirs), self._index_check, due, next_due)
+            self._rebuilds, self._reconcile, self._dirs, self._index_check = [], [], set(), None
             return work
 
     def pending(self) -> int:
@@ -111,6 +120,6 @@ class Inbox:
     def wait(self, timeout: float | None) -> None:
         """Sleep until a producer posts or `timeout` passes."""
         with self._cond:
-            if self._dirs or self._reconcile or self._rebuilds:
+            if self._dirs or self._reconcile or self._rebuilds or self._index_check:
                 return
             self._cond.wait(timeout)

@@ -54,6 +54,8 @@ MERGE_AFTER_BYTES = 16 * 1024 * 1024
 MERGE_STEP_PAGES = 256
 _MAX_FILE_ERRORS = 50
 _LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one file's
+# A reader's report of a damaged index is checked at most this often.
+VERIFY_MIN_SECONDS = 10.0
 # Transient failures are retried after 0.5 s, 1 s, 2 s, ... at most this long.
 RETRY_MAX_SECONDS = 60.0
 
@@ -154,6 +156,7 @@ class Service:
         self._next_scan = 0.0
         self._last_state_write = 0.0
         self._index_id: tuple[int, int] | None = None
+        self._last_verify = -VERIFY_MIN_SECONDS
         self.last_loop = clock()  # the watchdog ping is tied to this moving
         self._merged_at_bytes = 0
 
@@ -265,6 +268,8 @@ class Service:
         self.last_loop = self._clock()
         self._check_index()
         work = self.inbox.take(self.config.settle, self.config.max_latency)
+        if work.index_check:
+            self._verify_index(work.index_check)
         self._apply_rebuilds(work.rebuilds)
         if work.reconcile or self._clock() >= self._next_scan:
             self._scan("; ".join(work.reconcile) or "periodic")
@@ -336,6 +341,27 @@ class Service:
         """A stat per turn: the file we write must still be the index readers open."""
         if self._stat_index() != self._index_id:
             raise _IndexLost("the index file was removed or replaced while piwatchd ran; rebuilding it")
+
+    def _verify_index(self, reason: str) -> None:
+        """A reader reported damage: check the file as a fresh connection sees
+        it (this thread's page cache may still hold the good pages)."""
+        now = self._clock()
+        if now - self._last_verify < VERIFY_MIN_SECONDS:
+            return  # many failing requests ask at once; one check answers them all
+        self._last_verify = now
+        try:
+            conn = sqlite3.connect(f"file:{self.config.db_path}?mode=ro", uri=True, timeout=5)
+            try:
+                verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.OperationalError:
+            return  # busy or unavailable, not damage
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        if verdict != "ok":
+            raise _IndexLost(f"the index is corrupt ({excerpt(verdict)}; found by a reader: {excerpt(reason)}); rebuilding it")
+        log.info("index checked after a reader's error (%s): ok", reason)
 
     def _rebuild_index(self, reason: str) -> None:
         log.error("%s", reason)

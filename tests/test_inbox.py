@@ -40,11 +40,15 @@ def test_one_take_drains_every_command_kind():
     inbox.request_reconcile("SIGHUP")
     inbox.request_reconcile("SIGHUP")  # coalesced
     inbox.request_rebuild(None)
+    inbox.request_index_check("malformed")
+    inbox.request_index_check("malformed again")  # one check answers both
     clock.now += 1.0
     work = inbox.take(0.1, 1.0)
     assert (work.rebuilds, work.reconcile, work.dirs, work.due) == ([None], ["SIGHUP"], ["/d"], ["/a.jsonl"])
+    assert work.index_check == "malformed"
     empty = inbox.take(0.1, 1.0)
     assert (empty.rebuilds, empty.reconcile, empty.dirs, empty.due, empty.next_due) == ([], [], [], [], None)
+    assert empty.index_check is None
     assert inbox.pending() == 0
 
 

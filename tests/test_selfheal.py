@@ -86,6 +86,34 @@ def test_index_deleted_while_running_is_rebuilt_and_reported(live):
     assert d.stop() == 0
 
 
+def test_index_corrupted_in_place_while_running_is_found_by_a_reader_and_rebuilt(live):
+    """Same file, damaged pages: the writer's cache may never notice, so a
+    query's error makes the ingest thread verify the file and rebuild it."""
+    many_sessions(live, 200)
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    assert search_cli(live.db, "walrus") == [("s-1", "s-1-a")]
+    size = live.db.stat().st_size
+    with open(live.db, "r+b") as fh:
+        fh.seek(8192)
+        fh.write(os.urandom(size - 8192))
+    ino = live.db.stat().st_ino
+
+    def healed():
+        try:
+            with Client(live.db.parent / "d.sock", timeout=10, caller={"all": True}) as c:
+                hits = [h.entry_id for h in c.search("walrus").hits]
+        except Exception:  # unavailable while the index is damaged or rebuilt
+            return False
+        return hits == ["s-1-a"] and status(live).service.index_rebuilds == 1
+
+    poll(healed, 60, interval=0.2, message="corruption found by a query, index rebuilt")
+    assert live.db.stat().st_ino != ino
+    assert "found by a reader" in d.log.read_text()
+    assert cli_status_rc(live) == 0
+    assert d.stop() == 0
+
+
 @pytest.mark.parametrize("damage", ["zeroed-header", "garbled-pages"])
 def test_corrupt_index_at_start_is_rebuilt(live, damage):
     live.path.write_bytes(session("s-1", "walrus"))
