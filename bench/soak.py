@@ -190,6 +190,15 @@ class Soak:
 
     def run(self) -> dict:
         proc = self.start_daemon()
+        try:
+            return self._run(proc)
+        finally:
+            if proc.poll() is None:  # a failed run must not leave its daemon behind
+                proc.kill()
+                proc.wait(10)
+            self.log.close()
+
+    def _run(self, proc: subprocess.Popen) -> dict:
         threads = [threading.Thread(target=self.writer, args=(sid,), daemon=True) for sid in self.written]
         threads += [threading.Thread(target=self.searcher, daemon=True) for _ in range(SEARCHERS)]
         threads += [threading.Thread(target=self.probe, daemon=True),
@@ -211,7 +220,6 @@ class Soak:
         t0 = time.monotonic()
         rc = proc.wait(30)
         stop_seconds = time.monotonic() - t0
-        self.log.close()
         return self.report(seconds, verified, svc, rc, stop_seconds)
 
     def report(self, seconds: float, verified: dict, svc, rc: int, stop_seconds: float) -> dict:
