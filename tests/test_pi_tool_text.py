@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -163,6 +164,30 @@ def test_the_description_names_exactly_the_checked_forms(tool_spec):
         assert form in description, form
     assert "distinctive words" in description and "quoted phrase" in description
 
+
+
+@pytest.fixture(scope="module")
+def registered(world):
+    """The tools as index.ts registers them with Pi (name, description, prompt snippet and guidelines)."""
+    src = world.ext / "index.ts"
+    script = (f"import({json.dumps(str(src))}).then(m => {{ const tools = []; "
+              "m.default({on() {}, registerTool(t) { tools.push(t); }}); "
+              "console.log(JSON.stringify(tools.map(t => ({name: t.name, text: [t.description, t.promptSnippet, "
+              "...(t.promptGuidelines ?? []), JSON.stringify(t.parameters)].join('\\n')})))); })")
+    proc = subprocess.run([pitools.find_node(), "-e", script], env=pitools.node_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return {t["name"]: t["text"] for t in json.loads(proc.stdout)}
+
+
+def test_no_tool_text_names_an_operator_the_checks_do_not_cover(registered, tool_spec):
+    """Everything the model reads about the tools (descriptions, guidelines, parameter schemas): any
+    operator-like form it names is one of QUERY_FORMS, which the test below runs against the daemon."""
+    assert set(registered) == {"event_search", "event_read", "event_trace"}
+    forms = set(tool_spec["forms"]["works"]) | set(tool_spec["forms"]["plainWords"])
+    for name, text in registered.items():
+        named = set(re.findall(r"\b(?:OR|AND|NOT|NEAR)\b|\w*\*|\b[a-z]+:[a-z]+\b", text))
+        assert named <= forms, f"{name} names {sorted(named - forms)}, which no check covers"
+    assert "distinctive words" in registered["event_search"] and "plain words" in registered["event_search"]
 
 def test_every_named_form_behaves_as_described(world):
     ids = {v: k for k, v in world.ids("forms").items()}
