@@ -14,6 +14,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from piwatch.wire import MAX_LIMIT, MAX_OFFSET
+
 __all__ = [
     "QueryError",
     "QueryTimeout",
@@ -36,8 +38,7 @@ __all__ = [
     "MAX_QUERY_CHARS",
 ]
 
-MAX_LIMIT = 200
-MAX_OFFSET = 10_000
+# The page bounds are the wire contract's (one definition).
 MAX_QUERY_CHARS = 2_000
 MAX_TERMS = 32
 # piwatch's Pi tools; their calls and tagged results are hidden from the Pi tool by default.
