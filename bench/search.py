@@ -108,6 +108,16 @@ class Daemon:
     def rss_mb(self) -> float:
         return round(self.ps.memory_info().rss / 1e6, 1)
 
+    def rss_split_mb(self) -> dict[str, float]:
+        """Anonymous memory vs file pages (the text index's mmapped segments,
+        reclaimable page cache that RSS also counts)."""
+        fields = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile", "RssShmem"):
+                fields[key] = round(int(value.split()[0]) * 1024 / 1e6, 1)
+        return fields
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(60)
@@ -461,7 +471,8 @@ def markdown(r: dict, command: str) -> str:
             f"| RSS idle (fresh start on the index) | **{res['rssIdleMB']} MB** | <= 100 MB |",
             f"| RSS peak during the serial query runs | {res['rssPeakSerialMB']} MB | |",
             f"| RSS peak during the {next(iter(r['concurrency'].values()))['threads']}-thread load | {res['rssPeakConcurrentMB']} MB | |",
-            f"| RSS idle after all load | {res['rssIdleAfterLoadMB']} MB | |",
+            f"| RSS idle after all load | {res['rssIdleAfterLoadMB']} MB: anonymous {res['rssSplitAfterLoadMB'].get('RssAnon')} MB, "
+            f"mapped index files {res['rssSplitAfterLoadMB'].get('RssFile')} MB | |",
             f"| open descriptors on the index: idle / after load ({res['threadsAfterLoad']} threads left) "
             f"| {res['indexFdsIdle']} / {res['indexFdsAfterLoad']} | |",
             f"| CPU idle, fresh ({res['idleCpu']['seconds']} s) | **{res['idleCpu']['cpuPercent']} %** "
@@ -571,6 +582,7 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
     report["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
     time.sleep(2)
     res["rssIdleAfterLoadMB"] = d.rss_mb()
+    res["rssSplitAfterLoadMB"] = d.rss_split_mb()
     res["indexFdsAfterLoad"] = index_fds(d.proc.pid)
     res["threadsAfterLoad"] = d.ps.num_threads()
     res["idleCpuAfterLoad"] = idle_cpu(d)
