@@ -181,6 +181,18 @@ def _short_preview(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _event_facts(row: dict[str, Any]) -> dict[str, Any]:
+    """The event fields a read and its neighbour summaries both show."""
+    return {
+        "timestamp": _iso(row["tsMs"]),
+        "toolNames": row["toolNames"],
+        "isError": row["isError"],
+        "contextRole": row["contextRole"],
+        "branchState": row["branchState"],
+        "selectionState": row["selectionState"],
+    }
+
+
 def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[str]) -> list[dict[str, Any]]:
     """Summaries of the indexed nodes among `entry_ids`, in order (two queries, not two per node)."""
     rows = [(eid, row) for eid in entry_ids if (row := view.row(eid)) is not None]
@@ -191,12 +203,7 @@ def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[s
             "entryId": eid,
             "type": row["type"],
             "role": row["role"],
-            "timestamp": _iso(row["tsMs"]),
-            "toolNames": row["toolNames"],
-            "isError": row["isError"],
-            "contextRole": row["contextRole"],
-            "branchState": row["branchState"],
-            "selectionState": row["selectionState"],
+            **_event_facts(row),
             "preview": previews[eid][0] if eid in previews else None,
             "previewSource": previews[eid][1] if eid in previews else "index",
         }
@@ -248,12 +255,7 @@ def event_read(conn: sqlite3.Connection, args: wire.ReadArgs) -> dict[str, Any]:
             "role": row["role"],
             "parentId": row["parentId"],
             "idRecorded": row["idRecorded"],
-            "timestamp": _iso(row["tsMs"]),
-            "toolNames": row["toolNames"],
-            "isError": row["isError"],
-            "contextRole": row["contextRole"],
-            "branchState": row["branchState"],
-            "selectionState": row["selectionState"],
+            **_event_facts(row),
             "meta": row["meta"],
         },
         "session": {"cwd": cwd, "sourcePath": path},
