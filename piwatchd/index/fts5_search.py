@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .hits import MARK_CLOSE, MARK_OPEN, page_rows, ranked_events
+from .hits import MARK_CLOSE, MARK_OPEN, Candidate, HitRow, page_rows, ranked_events
 from .query import (
     SearchRequest,
     build_candidates_sql,
@@ -135,12 +135,13 @@ def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression
     counts: dict[int, int] = {}
     if matching:
         for row in conn.execute(*build_candidates_sql(request.filters, matching)):
-            counts[row[4]] = counts.get(row[4], 0) + 1
+            event_rowid = Candidate._make(row).event_rowid
+            counts[event_rowid] = counts.get(event_rowid, 0) + 1
     return counts
 
 
 def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
-                deadline: float | None = None) -> tuple[list[tuple], dict[int, str]]:
+                deadline: float | None = None) -> tuple[list[HitRow], dict[int, str]]:
     """Rows in the hit layout (offset applied, up to `need` - offset) and
     FTS5's marked snippet per fragment rowid, for the first `limit` rows."""
     expression = fts_expression(parse_query(request.query))
@@ -148,14 +149,14 @@ def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
     if ranked is None:
         ranked = _two_phase(conn, request, expression, need)
     if ranked is None:
-        rows = conn.execute(*build_search_sql(request, lookahead=1)).fetchall()
+        rows = [HitRow._make(r) for r in conn.execute(*build_search_sql(request, lookahead=1))]
     else:
         page = ranked[request.offset :]
-        counts = _matched_counts(conn, request, expression, [c[2][4] for c in page]) if page else {}
+        counts = _matched_counts(conn, request, expression, [c[2].event_rowid for c in page]) if page else {}
         rows = page_rows(page, counts)
     snippets: dict[int, str] = {}
     if rows:
-        ids = [r[0] for r in rows[: request.limit]]
+        ids = [r.frag_rowid for r in rows[: request.limit]]
         for rowid, snip in conn.execute(
             "SELECT rowid, snippet(fragments_fts, -1, ?, ?, '…', 24) FROM fragments_fts"
             f" WHERE fragments_fts MATCH ? AND rowid IN ({','.join('?' * len(ids))})",

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from .query import QueryTimeout, SearchFilters, build_candidates_sql
 
-__all__ = ["SNIPPET_MAX_CHARS", "time_limit", "make_snippet", "ranked_events", "page_rows", "MARK_OPEN", "MARK_CLOSE"]
+__all__ = ["Candidate", "HitRow", "SNIPPET_MAX_CHARS", "time_limit", "make_snippet", "ranked_events", "page_rows", "MARK_OPEN", "MARK_CLOSE"]
 
 SNIPPET_MAX_CHARS = 320
 # Match marks inside raw snippet text; the projection removes them from source text.
@@ -76,11 +76,56 @@ def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
     return text, spans
 
 
+class Candidate(NamedTuple):
+    """A row of `query.build_candidates_sql`: a fragment with its event and session."""
+
+    frag_rowid: int
+    fragment_id: str
+    kind: str
+    tool_name: str | None
+    event_rowid: int
+    session_id: str
+    entry_id: str
+    ordinal: int
+    type: str
+    role: str | None
+    ts_ms: int | None
+    is_error: int
+    context_role: str
+    branch_state: str
+    selection_state: str
+    cwd: str | None
+    session_name: str | None
+
+
+class HitRow(NamedTuple):
+    """One event of a page, its best fragment as evidence (also the layout of
+    `query.build_search_sql`'s rows)."""
+
+    frag_rowid: int
+    score: float
+    fragment_id: str
+    kind: str
+    tool_name: str | None
+    session_id: str
+    entry_id: str
+    type: str
+    role: str | None
+    ts_ms: int | None
+    is_error: int
+    context_role: str
+    branch_state: str
+    selection_state: str
+    cwd: str | None
+    session_name: str | None
+    matched: int
+
+
 def sort_key(c: tuple) -> tuple:
     score, _, row = c
-    ts = row[10]
+    ts = row.ts_ms
     # The full query's ORDER BY score, ts_ms DESC (NULLs last), session_id, ordinal.
-    return (score, ts is None, -(ts or 0), row[5], row[7])
+    return (score, ts is None, -(ts or 0), row.session_id, row.ordinal)
 
 
 def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, Any]) -> list[tuple]:
@@ -90,18 +135,20 @@ def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[
     ids = list(score)
     for start in range(0, len(ids), 20_000):
         for row in conn.execute(*build_candidates_sql(filters, ids[start : start + 20_000])):
-            cand = (score[row[0]], row[1], row)
-            current = best.get(row[4])
+            c = Candidate._make(row)
+            cand = (score[c.frag_rowid], c.fragment_id, c)
+            current = best.get(c.event_rowid)
             if current is None or cand[:2] < current[:2]:
-                best[row[4]] = cand
+                best[c.event_rowid] = cand
     return sorted(best.values(), key=sort_key)
 
 
-def page_rows(page: list[tuple], counts: dict[int, int]) -> list[tuple]:
-    """Ranked (score, fragment_id, candidate row) -> the hit row layout
-    `piwatchd.index.search` renders, with each event's matched-fragment count."""
+def page_rows(page: list[tuple], counts: dict[int, int]) -> list[HitRow]:
+    """Ranked (score, fragment_id, Candidate) -> HitRow, with each event's
+    matched-fragment count."""
     return [
-        (r[0], score, r[1], r[2], r[3], r[5], r[6], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
-         counts.get(r[4], 1))
-        for score, _, r in page
+        HitRow(c.frag_rowid, score, c.fragment_id, c.kind, c.tool_name, c.session_id, c.entry_id, c.type, c.role,
+               c.ts_ms, c.is_error, c.context_role, c.branch_state, c.selection_state, c.cwd, c.session_name,
+               counts.get(c.event_rowid, 1))
+        for score, _, c in page
     ]

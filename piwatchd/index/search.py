@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import fts5_search, text_search
-from .hits import SNIPPET_MAX_CHARS, make_snippet, time_limit
+from .hits import SNIPPET_MAX_CHARS, HitRow, make_snippet, time_limit
 from .query import QueryTimeout, SearchRequest, validate_page
 from .schema import DEFAULT_ENGINE, index_engine
 
 __all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
 
-RankedPage = Callable[[sqlite3.Connection, SearchRequest, int, "float | None"], tuple[list[tuple], dict[int, str]]]
+RankedPage = Callable[[sqlite3.Connection, SearchRequest, int, "float | None"], tuple[list[HitRow], dict[int, str]]]
 ENGINES: dict[str, RankedPage] = {"tantivy": text_search.ranked_page, "fts5": fts5_search.ranked_page}
 
 
@@ -43,26 +43,26 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     return _result(request, expression, rows[: request.limit], snippets, len(rows) > request.limit)
 
 
-def _result(request: SearchRequest, expression: str, rows: list, snippets: dict[int, str], has_more: bool) -> dict[str, Any]:
+def _result(request: SearchRequest, expression: str, rows: list[HitRow], snippets: dict[int, str], has_more: bool) -> dict[str, Any]:
     hits = []
     for r in rows:
-        text, spans = make_snippet(snippets.get(r[0], ""))
+        text, spans = make_snippet(snippets.get(r.frag_rowid, ""))
         hits.append(
             {
-                "sessionId": r[5],
-                "entryId": r[6],
-                "eventType": r[7],
-                "role": r[8],
-                "timestamp": _iso(r[9]),
-                "cwd": r[14],
-                "sessionName": r[15],
-                "evidence": {"fragmentId": r[2], "kind": r[3], "toolName": r[4]},
-                "matchedFragments": r[16],
-                "score": round(-float(r[1]), 6),
-                "isError": bool(r[10]),
-                "contextRole": r[11],
-                "branchState": r[12],
-                "selectionState": r[13],
+                "sessionId": r.session_id,
+                "entryId": r.entry_id,
+                "eventType": r.type,
+                "role": r.role,
+                "timestamp": _iso(r.ts_ms),
+                "cwd": r.cwd,
+                "sessionName": r.session_name,
+                "evidence": {"fragmentId": r.fragment_id, "kind": r.kind, "toolName": r.tool_name},
+                "matchedFragments": r.matched,
+                "score": round(-float(r.score), 6),
+                "isError": bool(r.is_error),
+                "contextRole": r.context_role,
+                "branchState": r.branch_state,
+                "selectionState": r.selection_state,
                 "snippet": text,
                 "spans": spans,
             }

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 
 from ..model import Fragment
-from .hits import MARK_CLOSE, MARK_OPEN, page_rows, ranked_events
+from .hits import MARK_CLOSE, MARK_OPEN, HitRow, page_rows, ranked_events
 from .query import QueryTimeout, SearchRequest, Term, parse_query
 from .source_events import project_rows
 from .tantivy_text import TantivyText, text_reader
@@ -59,7 +59,7 @@ def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest,
 
 
 def _matched_counts(text: TantivyText, request: SearchRequest, terms: list[Term], page: list[tuple]) -> dict[int, int]:
-    event_rowids = [c[2][4] for c in page]
+    event_rowids = [c[2].event_rowid for c in page]
     query = text.query(terms, request.filters, events=event_rowids)
     return Counter(event for _, _, event, _ in text.top(query, 10_000))
 
@@ -114,17 +114,17 @@ def _snippet(text: TantivyText, frag: Fragment | None, pattern: re.Pattern[str],
 def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], page: list[tuple]) -> dict[int, str]:
     tokens = {tok for t in terms for tok in text.tokens(t.text)}
     pattern = _match_pattern(tokens)
-    events = project_rows(conn, [c[2][4] for c in page])
+    events = project_rows(conn, [c[2].event_rowid for c in page])
     out: dict[int, str] = {}
     for _, fragment_id, row in page:
-        event = events.get(row[4])
+        event = events.get(row.event_rowid)
         frag = next((f for f in event.fragments if f.fragment_id == fragment_id), None) if event else None
-        out[row[0]] = _snippet(text, frag, pattern, tokens)
+        out[row.frag_rowid] = _snippet(text, frag, pattern, tokens)
     return out
 
 
 def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
-                deadline: float | None = None) -> tuple[list[tuple], dict[int, str]]:
+                deadline: float | None = None) -> tuple[list[HitRow], dict[int, str]]:
     """Rows in the hit layout of `piwatchd.index.search` (offset applied) and
     marked snippet text per fragment rowid."""
     text = text_reader(conn)
