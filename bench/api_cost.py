@@ -30,10 +30,20 @@ def _session(i: int, cwd: str) -> bytes:
     sid = f"s{i:06d}"
     lines = [
         {"type": "session", "version": 3, "id": sid, "timestamp": "2026-05-01T10:00:00.000Z", "cwd": cwd},
-        {"type": "message", "id": f"{sid}-a", "parentId": None, "timestamp": "2026-05-01T10:00:01.000Z",
-         "message": {"role": "user", "content": f"question {i} about the deploy pipeline"}},
-        {"type": "message", "id": f"{sid}-b", "parentId": f"{sid}-a", "timestamp": "2026-05-01T10:00:02.000Z",
-         "message": {"role": "assistant", "content": [{"type": "text", "text": f"answer {i} with details"}]}},
+        {
+            "type": "message",
+            "id": f"{sid}-a",
+            "parentId": None,
+            "timestamp": "2026-05-01T10:00:01.000Z",
+            "message": {"role": "user", "content": f"question {i} about the deploy pipeline"},
+        },
+        {
+            "type": "message",
+            "id": f"{sid}-b",
+            "parentId": f"{sid}-a",
+            "timestamp": "2026-05-01T10:00:02.000Z",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": f"answer {i} with details"}]},
+        },
     ]
     return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
 
@@ -65,8 +75,10 @@ def _time(fn, repeat: int) -> dict[str, float]:
         fn()
         samples.append(time.perf_counter() - t)
     samples.sort()
-    return {"p50_ms": round(statistics.median(samples) * 1000, 3),
-            "p99_ms": round(samples[int(len(samples) * 0.99) - 1] * 1000, 3)}
+    return {
+        "p50_ms": round(statistics.median(samples) * 1000, 3),
+        "p99_ms": round(samples[int(len(samples) * 0.99) - 1] * 1000, 3),
+    }
 
 
 def measure(db: Path, projects: Path, repeat: int = 300) -> dict[str, dict[str, float]]:
@@ -79,6 +91,7 @@ def measure(db: Path, projects: Path, repeat: int = 300) -> dict[str, dict[str, 
         def run():
             r = api.handle(op, args, caller)
             assert r.ok, r.error
+
         return run
 
     return {
@@ -86,7 +99,8 @@ def measure(db: Path, projects: Path, repeat: int = 300) -> dict[str, dict[str, 
         "search nothing (Pi tool, cutoff)": _time(ok("search", {"query": "xylophonequartz"}, pi), repeat),
         "search nothing (all)": _time(ok("search", {"query": "xylophonequartz"}, everyone), repeat),
         "search one session (Pi tool)": _time(
-            ok("search", {"query": "deploy", "filters": {"sessionId": ["s000007"]}}, pi), repeat),
+            ok("search", {"query": "deploy", "filters": {"sessionId": ["s000007"]}}, pi), repeat
+        ),
         "read (workspace)": _time(ok("read", {"sessionId": "s000007", "entryId": "s000007-a"}, ws), repeat),
         "status (workspace)": _time(ok("status", {}, ws), max(20, repeat // 10)),
         "status (all)": _time(ok("status", {}, everyone), max(20, repeat // 10)),

@@ -71,9 +71,10 @@ def corpus(nbytes: int, seed: int, shape: str = "few-large") -> tuple[Path, dict
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     t = time.monotonic()
-    m = pitools.run_gen(["corpus", "--out", str(out), "--pi", "1.6.0", "--bytes", str(nbytes), "--seed", str(seed),
-                        *SHAPES[shape]],
-                        timeout=7200)
+    m = pitools.run_gen(
+        ["corpus", "--out", str(out), "--pi", "1.6.0", "--bytes", str(nbytes), "--seed", str(seed), *SHAPES[shape]],
+        timeout=7200,
+    )
     m["generatedSeconds"] = round(time.monotonic() - t, 1)
     manifest.write_text(json.dumps(m))
     return out, m
@@ -84,16 +85,34 @@ RG = shutil.which("rg", path=str(BIN)) or shutil.which("rg") or "rg"
 
 def index_bytes(db: Path) -> int:
     """The SQLite file, its WAL and the text index directory beside it."""
-    return sum(f.stat().st_size for p in db.parent.glob(db.name + "*")
-               for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())
+    return sum(
+        f.stat().st_size
+        for p in db.parent.glob(db.name + "*")
+        for f in ([p] if p.is_file() else p.rglob("*"))
+        if f.is_file()
+    )
 
 
 class Daemon:
     def __init__(self, root: Path, db: Path, settle: float, max_latency: float, engine: str = "tantivy"):
         self.env = {**os.environ, "PIWATCH_ENGINE": engine}
-        self.args = [str(BIN / "piwatchd"), "--sessions", str(root), "--db", str(db), "--settle", str(settle),
-                     "--max-latency", str(max_latency), "--scan-interval", "600", "--log-level", "warning",
-                     "--socket", str(Path(tempfile.mkdtemp(dir="/tmp", prefix="pwb-")) / "d.sock")]
+        self.args = [
+            str(BIN / "piwatchd"),
+            "--sessions",
+            str(root),
+            "--db",
+            str(db),
+            "--settle",
+            str(settle),
+            "--max-latency",
+            str(max_latency),
+            "--scan-interval",
+            "600",
+            "--log-level",
+            "warning",
+            "--socket",
+            str(Path(tempfile.mkdtemp(dir="/tmp", prefix="pwb-")) / "d.sock"),
+        ]
         self.db = db
 
     def start_and_wait(self, timeout: float = 7200) -> dict:
@@ -127,7 +146,9 @@ def pct(values: list[float], p: float) -> float:
 def pi_message(entry_id: str, parent: str | None, text: str) -> bytes:
     # Exactly Pi's shape and serialization (JSON.stringify: no spaces).
     entry = {
-        "type": "message", "id": entry_id, "parentId": parent,
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
         "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": int(time.time() * 1000)},
     }
@@ -218,8 +239,12 @@ def append_cost(tmp: Path, source: Path, repeats: int = 30, engine: str = "tanti
             writer.flush_text()  # searchable, not just stored
             times.append(time.perf_counter() - t)
             assert out.change.value == "appended" and out.events == 1, out
-        result[name] = {"fileBytes": path.stat().st_size, "coldIngestSeconds": round(first, 3),
-                        "appendMsP50": round(pct(times, 50) * 1000, 3), "appendMsMax": round(max(times) * 1000, 3)}
+        result[name] = {
+            "fileBytes": path.stat().st_size,
+            "coldIngestSeconds": round(first, 3),
+            "appendMsP50": round(pct(times, 50) * 1000, 3),
+            "appendMsMax": round(max(times) * 1000, 3),
+        }
     writer.close()
     result["ratio100MBto1KB"] = round(result["100MB"]["appendMsP50"] / result["1KB"]["appendMsP50"], 2)
     return result
@@ -235,16 +260,27 @@ def rg_vs_search(db: Path, sessions: Path, words: list[str]) -> list[dict]:
         rg_s = time.perf_counter() - t
         rg_lines = sum(int(line.rsplit(":", 1)[1]) for line in rg.stdout.splitlines() if ":" in line)
         t = time.perf_counter()
-        cli = subprocess.run([str(BIN / "piwatch"), "search", "--db", str(db), "--json", word], capture_output=True, text=True)
+        cli = subprocess.run(
+            [str(BIN / "piwatch"), "search", "--db", str(db), "--json", word], capture_output=True, text=True
+        )
         cli_s = time.perf_counter() - t
         hits = len(json.loads(cli.stdout)["hits"]) if cli.returncode == 0 else -1
         t = time.perf_counter()
         with Client(transport=LocalTransport(db), caller={"all": True}) as c:
             c.search(word, limit=20)
         inproc_s = time.perf_counter() - t
-        rows.append({"query": word, "rgSeconds": round(rg_s, 4), "rgMatchingLines": rg_lines,
-                     "piwatchSearchCliSeconds": round(cli_s, 4), "piwatchSearchInProcessSeconds": round(inproc_s, 4),
-                     "hitsReturned": hits, "rgOverCli": round(rg_s / cli_s, 2), "rgOverInProcess": round(rg_s / inproc_s, 2)})
+        rows.append(
+            {
+                "query": word,
+                "rgSeconds": round(rg_s, 4),
+                "rgMatchingLines": rg_lines,
+                "piwatchSearchCliSeconds": round(cli_s, 4),
+                "piwatchSearchInProcessSeconds": round(inproc_s, 4),
+                "hitsReturned": hits,
+                "rgOverCli": round(rg_s / cli_s, 2),
+                "rgOverInProcess": round(rg_s / inproc_s, 2),
+            }
+        )
     return rows
 
 
@@ -269,10 +305,21 @@ def main(argv: list[str] | None = None) -> int:
     files = [dict(f, path=str(work / Path(f["path"]).relative_to(sessions))) for f in m["files"]]
     total = sum(p.stat().st_size for p in work.rglob("*.jsonl"))
     db = tmp / "index.sqlite3"
-    report: dict = {"corpus": {"dir": str(cdir), "files": len(files), "bytes": total, "entries": m["entries"],
-                               "piVersion": m["piVersion"], "generatedSeconds": m.get("generatedSeconds")},
-                    "settle": ns.settle, "maxLatency": ns.max_latency, "cpus": os.cpu_count(),
-                    "engine": ns.engine, "shape": ns.shape}
+    report: dict = {
+        "corpus": {
+            "dir": str(cdir),
+            "files": len(files),
+            "bytes": total,
+            "entries": m["entries"],
+            "piVersion": m["piVersion"],
+            "generatedSeconds": m.get("generatedSeconds"),
+        },
+        "settle": ns.settle,
+        "maxLatency": ns.max_latency,
+        "cpus": os.cpu_count(),
+        "engine": ns.engine,
+        "shape": ns.shape,
+    }
     print(f"corpus: {len(files)} files, {total / 1e6:.1f} MB, {m['entries']} entries", file=sys.stderr)
 
     d = Daemon(work, db, ns.settle, ns.max_latency, ns.engine)
@@ -282,22 +329,38 @@ def main(argv: list[str] | None = None) -> int:
     events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
     conn.close()
     secs = st["startup_seconds"]
-    report["cold"] = {"seconds": secs, "wallSeconds": st["wall_seconds"], "MBps": round(total / 1e6 / secs, 1),
-                      "entriesPerSecond": round(events / secs), "events": events, "peakRssMB": round(rss / 1e6, 1),
-                      "indexBytes": index_bytes(db), "indexOverCorpus": round(index_bytes(db) / total, 3)}
+    report["cold"] = {
+        "seconds": secs,
+        "wallSeconds": st["wall_seconds"],
+        "MBps": round(total / 1e6 / secs, 1),
+        "entriesPerSecond": round(events / secs),
+        "events": events,
+        "peakRssMB": round(rss / 1e6, 1),
+        "indexBytes": index_bytes(db),
+        "indexOverCorpus": round(index_bytes(db) / total, 3),
+    }
     print(f"cold: {report['cold']}", file=sys.stderr)
 
     d = Daemon(work, db, ns.settle, ns.max_latency, ns.engine)
     st = d.start_and_wait()
-    report["restart"] = {"seconds": st["startup_seconds"], "wallSecondsIncludingPythonStart": st["wall_seconds"],
-                         "files": st["files_known"], "bytesReparsed": st["bytes_ingested"]}
+    report["restart"] = {
+        "seconds": st["startup_seconds"],
+        "wallSecondsIncludingPythonStart": st["wall_seconds"],
+        "files": st["files_known"],
+        "bytesReparsed": st["bytes_ingested"],
+    }
     print(f"restart: {report['restart']}", file=sys.stderr)
     lat = measure_append_latency(db, files, ns.appends, random.Random(ns.seed))
     rss2 = d.stop()
-    report["appendLatency"] = {"n": len(lat), "sessionsTouched": len({1 for _ in lat}) and None,
-                               "p50ms": round(pct(lat, 50) * 1000, 1), "p99ms": round(pct(lat, 99) * 1000, 1),
-                               "maxms": round(max(lat) * 1000, 1), "meanms": round(statistics.mean(lat) * 1000, 1),
-                               "peakRssMBDuringRun": round(rss2 / 1e6, 1)}
+    report["appendLatency"] = {
+        "n": len(lat),
+        "sessionsTouched": len({1 for _ in lat}) and None,
+        "p50ms": round(pct(lat, 50) * 1000, 1),
+        "p99ms": round(pct(lat, 99) * 1000, 1),
+        "maxms": round(max(lat) * 1000, 1),
+        "meanms": round(statistics.mean(lat) * 1000, 1),
+        "peakRssMBDuringRun": round(rss2 / 1e6, 1),
+    }
     del report["appendLatency"]["sessionsTouched"]
     print(f"append latency: {report['appendLatency']}", file=sys.stderr)
 
@@ -322,10 +385,14 @@ def main(argv: list[str] | None = None) -> int:
 def markdown(r: dict, command: str) -> str:
     c, cold, rs, al = r["corpus"], r["cold"], r["restart"], r["appendLatency"]
     lines = [
-        f"# piwatchd ingest benchmark — engine {r['engine']}, corpus shape {r['shape']}", "",
-        f"`{command}` — {r['cpus']} CPUs, settle {r['settle']} s, max latency {r['maxLatency']} s", "",
-        f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries", "",
-        "| measure | value | goal |", "|---|---|---|",
+        f"# piwatchd ingest benchmark — engine {r['engine']}, corpus shape {r['shape']}",
+        "",
+        f"`{command}` — {r['cpus']} CPUs, settle {r['settle']} s, max latency {r['maxLatency']} s",
+        "",
+        f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries",
+        "",
+        "| measure | value | goal |",
+        "|---|---|---|",
         f"| cold full index | {cold['seconds']} s, **{cold['MBps']} MB/s**, {cold['entriesPerSecond']} entries/s | >= 30 MB/s |",
         f"| index on disk (SQLite + text index) | {cold['indexBytes'] / 1e6:.0f} MB, **{cold['indexOverCorpus']}x** the session files | <= 0.4x |",
         f"| peak RSS while indexing | **{cold['peakRssMB']} MB** | <= 300 MB |",
@@ -334,10 +401,14 @@ def markdown(r: dict, command: str) -> str:
     ]
     if "appendCost" in r:
         a = r["appendCost"]
-        lines.append(f"| 1-line append ingest cost | 100 MB session {a['100MB']['appendMsP50']} ms vs 1 KB session {a['1KB']['appendMsP50']} ms (ratio {a['ratio100MBto1KB']}) | independent of size |")
+        lines.append(
+            f"| 1-line append ingest cost | 100 MB session {a['100MB']['appendMsP50']} ms vs 1 KB session {a['1KB']['appendMsP50']} ms (ratio {a['ratio100MBto1KB']}) | independent of size |"
+        )
     lines += ["", "| query | rg | piwatch search (CLI) | in-process search | rg / CLI |", "|---|---|---|---|---|"]
     for q in r["rgVsSearch"]:
-        lines.append(f"| `{q['query']}` | {q['rgSeconds']} s ({q['rgMatchingLines']} lines) | {q['piwatchSearchCliSeconds']} s | {q['piwatchSearchInProcessSeconds']} s | {q['rgOverCli']}x |")
+        lines.append(
+            f"| `{q['query']}` | {q['rgSeconds']} s ({q['rgMatchingLines']} lines) | {q['piwatchSearchCliSeconds']} s | {q['piwatchSearchInProcessSeconds']} s | {q['rgOverCli']}x |"
+        )
     return "\n".join(lines) + "\n"
 
 

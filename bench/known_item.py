@@ -67,8 +67,11 @@ def ensure_index(cdir: Path, engine: str) -> Path:
     db = cdir / f"search-index-{engine}.sqlite3"
     if not db.exists():
         env = {**os.environ, "PIWATCH_ENGINE": engine}
-        subprocess.run([str(BIN / "piwatch"), "index", "--once", "--sessions", str(cdir / "sessions"), "--db", str(db)],
-                       check=True, env=env)
+        subprocess.run(
+            [str(BIN / "piwatch"), "index", "--once", "--sessions", str(cdir / "sessions"), "--db", str(db)],
+            check=True,
+            env=env,
+        )
     return db
 
 
@@ -87,8 +90,13 @@ def evaluate(db: Path, queries: list[dict]) -> dict:
                 break
     conn.close()
     n = len(queries)
-    return {"n": n, "recallAt1": round(r1 / n, 3), "recallAt10": round(r10 / n, 3), "mrr": round(mrr / n, 3),
-            "secondsTotal": round(time.perf_counter() - t0, 2)}
+    return {
+        "n": n,
+        "recallAt1": round(r1 / n, 3),
+        "recallAt10": round(r10 / n, 3),
+        "mrr": round(mrr / n, 3),
+        "secondsTotal": round(time.perf_counter() - t0, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,14 +119,21 @@ def main(argv: list[str] | None = None) -> int:
             queries.append({**msg, "query": query})
         if len(queries) == ns.n:
             break
-    report = {"corpus": {"files": len(m["files"]), "bytes": m["totalBytes"], "shape": ns.shape},
-              "engines": {e: evaluate(db, queries) for e, db in dbs.items()},
-              "sample": [q["query"] for q in queries[:10]]}
-    lines = [f"# Known-item ranking ({report['corpus']['files']} files, {m['totalBytes'] / 1e6:.0f} MB, {ns.shape})", "",
-             f"`python -m bench.known_item {' '.join(argv or sys.argv[1:])}`: {len(queries)} random user/assistant "
-             "messages, each queried by 3 of its words with document frequency 0.01-1%; success = the message "
-             "(or a fork's copy) in the top 10.", "",
-             "| engine | Recall@1 | Recall@10 | MRR | queries | seconds |", "|---|---|---|---|---|---|"]
+    report = {
+        "corpus": {"files": len(m["files"]), "bytes": m["totalBytes"], "shape": ns.shape},
+        "engines": {e: evaluate(db, queries) for e, db in dbs.items()},
+        "sample": [q["query"] for q in queries[:10]],
+    }
+    lines = [
+        f"# Known-item ranking ({report['corpus']['files']} files, {m['totalBytes'] / 1e6:.0f} MB, {ns.shape})",
+        "",
+        f"`python -m bench.known_item {' '.join(argv or sys.argv[1:])}`: {len(queries)} random user/assistant "
+        "messages, each queried by 3 of its words with document frequency 0.01-1%; success = the message "
+        "(or a fork's copy) in the top 10.",
+        "",
+        "| engine | Recall@1 | Recall@10 | MRR | queries | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
     for e, r in report["engines"].items():
         lines.append(f"| {e} | {r['recallAt1']} | {r['recallAt10']} | {r['mrr']} | {r['n']} | {r['secondsTotal']} |")
     lines += ["", "Sample queries: " + ", ".join(f"`{q}`" for q in report["sample"]), ""]

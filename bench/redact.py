@@ -103,11 +103,59 @@ class SreAnchors:
     name = "same rules, Python re anchor prefilter"
 
     def __init__(self) -> None:
-        anchors = ["PRIVATE KEY", "eyJ", "A3T", "ABIA", "ACCA", "AKIA", "ASIA", "aws", "AWS", "AIza", "GOCSPX-",
-                   "AccountKey=", "Q~", "sig=", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-",
-                   "glrt-", "GR1348941", "xox", "xapp-", "hooks.slack.com", "sk_", "rk_", "whsec_", "sk-", "npm_",
-                   "pypi-", "earer", "://", "KEY", "key", "Key", "TOKEN", "token", "Token", "SECRET", "secret", "Secret",
-                   "PASS", "pass", "Pass", "PWD", "pwd", "CREDENTIAL", "credential"]
+        anchors = [
+            "PRIVATE KEY",
+            "eyJ",
+            "A3T",
+            "ABIA",
+            "ACCA",
+            "AKIA",
+            "ASIA",
+            "aws",
+            "AWS",
+            "AIza",
+            "GOCSPX-",
+            "AccountKey=",
+            "Q~",
+            "sig=",
+            "ghp_",
+            "gho_",
+            "ghu_",
+            "ghs_",
+            "ghr_",
+            "github_pat_",
+            "glpat-",
+            "gldt-",
+            "glrt-",
+            "GR1348941",
+            "xox",
+            "xapp-",
+            "hooks.slack.com",
+            "sk_",
+            "rk_",
+            "whsec_",
+            "sk-",
+            "npm_",
+            "pypi-",
+            "earer",
+            "://",
+            "KEY",
+            "key",
+            "Key",
+            "TOKEN",
+            "token",
+            "Token",
+            "SECRET",
+            "secret",
+            "Secret",
+            "PASS",
+            "pass",
+            "Pass",
+            "PWD",
+            "pwd",
+            "CREDENTIAL",
+            "credential",
+        ]
         self.prefilter = re.compile("|".join(re.escape(a) for a in anchors))
 
     def run(self, text: str) -> str:
@@ -133,14 +181,23 @@ def throughput(detector, texts: list[str]) -> dict:
         detector.run(text)
     seconds = time.perf_counter() - t
     rate = chars / 1e6 / seconds
-    return {"mbPerSecond": round(rate, 1) if rate >= 10 else round(rate, 3), "mchars": round(chars / 1e6, 2), "seconds": round(seconds, 2)}
+    return {
+        "mbPerSecond": round(rate, 1) if rate >= 10 else round(rate, 3),
+        "mchars": round(chars / 1e6, 2),
+        "seconds": round(seconds, 2),
+    }
 
 
 def quality(detector) -> dict:
     found = sum(secret not in detector.run(line) for _, line, secret in PLANTED)
     changed = [text for text in LOOKALIKES if detector.run(text) != text]
-    return {"planted": len(PLANTED), "removed": found, "lookalikes": len(LOOKALIKES), "lookalikesChanged": len(changed),
-            "changedExamples": changed[:4]}
+    return {
+        "planted": len(PLANTED),
+        "removed": found,
+        "lookalikes": len(LOOKALIKES),
+        "lookalikesChanged": len(changed),
+        "changedExamples": changed[:4],
+    }
 
 
 def detectors(texts: list[str], slow_share: float) -> list[dict]:
@@ -186,8 +243,10 @@ def ingest(root: Path, nbytes: int, repeats: int, engine: str) -> dict:
         for name, rules in order:
             wall, cpu = ingest_once(root, rules, engine)
             runs[name].append((wall, cpu))
-            print(f"ingest redaction {name}: {wall:.1f} s wall, {cpu:.1f} s CPU ({nbytes / 1e6 / wall:.1f} MB/s)",
-                  file=sys.stderr)
+            print(
+                f"ingest redaction {name}: {wall:.1f} s wall, {cpu:.1f} s CPU ({nbytes / 1e6 / wall:.1f} MB/s)",
+                file=sys.stderr,
+            )
     on = statistics.median(w for w, _ in runs["on"])
     off = statistics.median(w for w, _ in runs["off"])
     cpu_on = statistics.median(c for _, c in runs["on"])
@@ -216,8 +275,11 @@ def redaction_share(files: list[Path], ingest_seconds: float) -> dict:
     for text in texts:
         redact(text, DEFAULT_RULES)
     seconds = time.perf_counter() - t
-    return {"textMchars": round(sum(map(len, texts)) / 1e6, 1), "redactSeconds": round(seconds, 2),
-            "shareOfIngestPercent": round(seconds / ingest_seconds * 100, 1)}
+    return {
+        "textMchars": round(sum(map(len, texts)) / 1e6, 1),
+        "redactSeconds": round(seconds, 2),
+        "shareOfIngestPercent": round(seconds / ingest_seconds * 100, 1),
+    }
 
 
 def scan(dirs: list[str], examples: int = 5) -> dict:
@@ -243,24 +305,39 @@ def scan(dirs: list[str], examples: int = 5) -> dict:
 
 
 def report_md(result: dict) -> str:
-    lines = [f"# Redaction benchmark ({result['corpusBytes'] / 1e6:.0f} MB real-Pi corpus)", "",
-             f"`{result['command']}`", "", "## Detectors (projected fragment texts)", "",
-             "| detector | MB/s | planted removed | look-alikes changed |", "| --- | ---: | ---: | ---: |"]
+    lines = [
+        f"# Redaction benchmark ({result['corpusBytes'] / 1e6:.0f} MB real-Pi corpus)",
+        "",
+        f"`{result['command']}`",
+        "",
+        "## Detectors (projected fragment texts)",
+        "",
+        "| detector | MB/s | planted removed | look-alikes changed |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     for row in result["detectors"]:
-        lines.append(f"| {row['detector']} | {row['mbPerSecond']} | {row['removed']}/{row['planted']} |"
-                     f" {row['lookalikesChanged']}/{row['lookalikes']} |")
+        lines.append(
+            f"| {row['detector']} | {row['mbPerSecond']} | {row['removed']}/{row['planted']} |"
+            f" {row['lookalikesChanged']}/{row['lookalikes']} |"
+        )
     ing = result["ingest"]
-    lines += ["", f"## Ingest with redaction on vs off ({ing['engine']} text index, interleaved, medians)", "",
-              f"- on: {ing['medianMBpsOn']} MB/s (runs {ing['secondsOn']} s)",
-              f"- off: {ing['medianMBpsOff']} MB/s (runs {ing['secondsOff']} s)",
-              f"- wall-clock throughput drop: {ing['throughputDropPercent']}%",
-              f"- per CPU second (steadier on a shared machine): on {ing['medianCpuMBpsOn']} MB/s, off"
-              f" {ing['medianCpuMBpsOff']} MB/s (runs {ing['cpuSecondsOn']} / {ing['cpuSecondsOff']} s):"
-              f" drop **{ing['cpuThroughputDropPercent']}%**"]
+    lines += [
+        "",
+        f"## Ingest with redaction on vs off ({ing['engine']} text index, interleaved, medians)",
+        "",
+        f"- on: {ing['medianMBpsOn']} MB/s (runs {ing['secondsOn']} s)",
+        f"- off: {ing['medianMBpsOff']} MB/s (runs {ing['secondsOff']} s)",
+        f"- wall-clock throughput drop: {ing['throughputDropPercent']}%",
+        f"- per CPU second (steadier on a shared machine): on {ing['medianCpuMBpsOn']} MB/s, off"
+        f" {ing['medianCpuMBpsOff']} MB/s (runs {ing['cpuSecondsOn']} / {ing['cpuSecondsOff']} s):"
+        f" drop **{ing['cpuThroughputDropPercent']}%**",
+    ]
     share = result.get("redactionShare")
     if share:
-        lines += [f"- redacting all {share['textMchars']} M characters of projected text alone: {share['redactSeconds']} s,"
-                  f" {share['shareOfIngestPercent']}% of the median ingest time with redaction off"]
+        lines += [
+            f"- redacting all {share['textMchars']} M characters of projected text alone: {share['redactSeconds']} s,"
+            f" {share['shareOfIngestPercent']}% of the median ingest time with redaction off"
+        ]
     return "\n".join(lines) + "\n"
 
 

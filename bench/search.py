@@ -82,8 +82,19 @@ class Daemon:
     def __init__(self, sessions: Path, db: Path, engine: str = "tantivy"):
         self.env = {**os.environ, "PIWATCH_ENGINE": engine}
         self.sock = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsb-")) / "d.sock"
-        self.args = [str(BIN / "piwatchd"), "--sessions", str(sessions), "--db", str(db), "--socket", str(self.sock),
-                     "--scan-interval", "3600", "--log-level", "warning"]
+        self.args = [
+            str(BIN / "piwatchd"),
+            "--sessions",
+            str(sessions),
+            "--db",
+            str(db),
+            "--socket",
+            str(self.sock),
+            "--scan-interval",
+            "3600",
+            "--log-level",
+            "warning",
+        ]
         self.log = db.parent / "search-daemon.log"
 
     def start(self, timeout: float = 3600) -> dict:
@@ -143,19 +154,33 @@ def indexed_daemon(cdir: Path, engine: str) -> tuple[Daemon, dict]:
         print(f"indexed: {info}", file=sys.stderr)
     d = Daemon(sessions, db, engine)
     info["restart"] = d.start()
-    info["indexBytes"] = sum(f.stat().st_size for p in cdir.glob(name + "*")
-                             for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())
+    info["indexBytes"] = sum(
+        f.stat().st_size for p in cdir.glob(name + "*") for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()
+    )
     return d, info
 
 
 # -- query sets -------------------------------------------------------------------
 
 
-def q(cls: str, text: str, rg_paths: list[str], *, filters: dict | None = None, caller: dict = ALL,
-      rg_pattern: str | None = None) -> dict:
+def q(
+    cls: str,
+    text: str,
+    rg_paths: list[str],
+    *,
+    filters: dict | None = None,
+    caller: dict = ALL,
+    rg_pattern: str | None = None,
+) -> dict:
     """One benchmark query: what piwatch is asked and what rg greps for, where."""
-    return {"class": cls, "query": text, "filters": filters, "caller": caller,
-            "rgPattern": rg_pattern or text, "rgPaths": rg_paths}
+    return {
+        "class": cls,
+        "query": text,
+        "filters": filters,
+        "caller": caller,
+        "rgPattern": rg_pattern or text,
+        "rgPaths": rg_paths,
+    }
 
 
 _PHRASE = re.compile(r"\b([A-Za-z]{3,}) ([A-Za-z]{3,})(?: ([A-Za-z]{3,}))?\b")
@@ -170,7 +195,11 @@ def corpus_phrases(files: list[dict], n: int, rng: random.Random) -> list[str]:
         for line in rng.sample(lines, min(40, len(lines))):
             msg = json.loads(line).get("message") or {}
             blocks = msg.get("content") if msg.get("role") in ("user", "assistant") else None
-            texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"] if isinstance(blocks, list) else []
+            texts = (
+                [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+                if isinstance(blocks, list)
+                else []
+            )
             found = [m for t in texts for m in _PHRASE.finditer(t)]
             if found:
                 m = rng.choice(found)
@@ -206,19 +235,23 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
             filtered.append(q("filtered", word, [f["path"]], filters={"sessionId": [f["sessionId"]]}))
         else:
             filtered.append(q("filtered", word, everything, filters={"kind": ["assistant.text"]}))
-    mix = [(rare[i], None) if i % 3 == 0 else (f'"{phrases[i]}"', phrases[i]) if i % 3 == 1 else (words[i], None)
-           for i in range(n)]
+    mix = [
+        (rare[i], None) if i % 3 == 0 else (f'"{phrases[i]}"', phrases[i]) if i % 3 == 1 else (words[i], None)
+        for i in range(n)
+    ]
     nothing = [f"zq{rng.getrandbits(40):x}nomatch" for _ in range(n)]
     return {
         "no match, all caller": [q("no match, all caller", t, everything) for t in nothing],
-        "no match, cwd caller": [q("no match, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd})
-                                 for t in nothing],
+        "no match, cwd caller": [
+            q("no match, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}) for t in nothing
+        ],
         "rare term": [q("rare term", t, everything) for t in rare[:n]],
         "common word": [q("common word", w, everything) for w in words],
         "phrase": [q("phrase", f'"{p}"', everything, rg_pattern=p) for p in phrases],
         "filtered": filtered,
-        "pi tool, cwd caller": [q("pi tool, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}, rg_pattern=p)
-                                for t, p in mix],
+        "pi tool, cwd caller": [
+            q("pi tool, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}, rg_pattern=p) for t, p in mix
+        ],
         "pi tool, all caller": [q("pi tool, all caller", t, everything, rg_pattern=p) for t, p in mix],
     }
 
@@ -231,8 +264,13 @@ def ms(seconds: float) -> float:
 
 
 def summary(times: list[float]) -> dict:
-    return {"n": len(times), "p50ms": ms(pct(times, 50)), "p99ms": ms(pct(times, 99)), "maxms": ms(max(times)),
-            "meanms": ms(statistics.mean(times))}
+    return {
+        "n": len(times),
+        "p50ms": ms(pct(times, 50)),
+        "p99ms": ms(pct(times, 99)),
+        "maxms": ms(max(times)),
+        "meanms": ms(statistics.mean(times)),
+    }
 
 
 class RssSampler:
@@ -313,8 +351,12 @@ def idle_cpu(d: Daemon, seconds: float = 10.0) -> dict:
     time.sleep(seconds)
     after, ctx1, wall = d.ps.cpu_times(), context_switches(d.proc.pid), time.monotonic() - t0
     busy = (after.user - before.user) + (after.system - before.system)
-    return {"seconds": round(wall, 1), "cpuPercent": round(100 * busy / wall, 3),
-            "wakeupsPerSecond": round((ctx1 - ctx0) / wall, 1), "threads": d.ps.num_threads()}
+    return {
+        "seconds": round(wall, 1),
+        "cpuPercent": round(100 * busy / wall, 3),
+        "wakeupsPerSecond": round((ctx1 - ctx0) / wall, 1),
+        "threads": d.ps.num_threads(),
+    }
 
 
 def run_searches(client: Client, queries: list[dict]) -> tuple[list[float], list[dict]]:
@@ -348,8 +390,11 @@ def run_ops(client: Client, op: str, targets: list[tuple[str, str]], caller: dic
 def rg_time(x: dict) -> tuple[float, int]:
     """`rg -c -i -F` (FTS5 is case-insensitive) over the files piwatch would search."""
     t = time.perf_counter()
-    out = subprocess.run([RG, "-c", "-i", "-F", "--with-filename", "--no-messages", "--", x["rgPattern"], *x["rgPaths"]],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [RG, "-c", "-i", "-F", "--with-filename", "--no-messages", "--", x["rgPattern"], *x["rgPaths"]],
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - t
     return elapsed, sum(int(line.rsplit(":", 1)[1]) for line in out.stdout.splitlines() if ":" in line)
 
@@ -358,9 +403,14 @@ def compare_rg(queries: list[dict], times: list[float], k: int) -> dict:
     """rg on the first k queries of a class vs piwatch's time on the same k."""
     rg, lines = zip(*(rg_time(x) for x in queries[:k]))
     mine = times[:k]
-    return {"n": len(rg), "rgP50ms": ms(pct(list(rg), 50)), "rgP99ms": ms(pct(list(rg), 99)),
-            "piwatchP50msSameQueries": ms(pct(mine, 50)), "rgMatchingLinesMean": round(statistics.mean(lines)),
-            "ratioRgOverPiwatch": round(statistics.median(rg) / statistics.median(mine), 1)}
+    return {
+        "n": len(rg),
+        "rgP50ms": ms(pct(list(rg), 50)),
+        "rgP99ms": ms(pct(list(rg), 99)),
+        "piwatchP50msSameQueries": ms(pct(mine, 50)),
+        "rgMatchingLinesMean": round(statistics.mean(lines)),
+        "ratioRgOverPiwatch": round(statistics.median(rg) / statistics.median(mine), 1),
+    }
 
 
 def concurrency(d: Daemon, pool: list[dict], threads: int, seconds: float) -> dict:
@@ -399,10 +449,20 @@ def concurrency(d: Daemon, pool: list[dict], threads: int, seconds: float) -> di
         t.join()
     wall = time.monotonic() - t0
     cpu1, mine1 = d.ps.cpu_times(), psutil.Process().cpu_times()
-    cpu = {"daemonCpuPercent": round(100 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / wall),
-           "clientsCpuPercent": round(100 * (mine1.user + mine1.system - mine0.user - mine0.system) / wall)}
-    return {"threads": threads, "seconds": round(wall, 1), "requests": len(times), "qps": round(len(times) / wall, 1),
-            "errors": len(errors), "errorSamples": sorted(set(errors))[:3], **cpu, **summary(times)}
+    cpu = {
+        "daemonCpuPercent": round(100 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / wall),
+        "clientsCpuPercent": round(100 * (mine1.user + mine1.system - mine0.user - mine0.system) / wall),
+    }
+    return {
+        "threads": threads,
+        "seconds": round(wall, 1),
+        "requests": len(times),
+        "qps": round(len(times) / wall, 1),
+        "errors": len(errors),
+        "errorSamples": sorted(set(errors))[:3],
+        **cpu,
+        **summary(times),
+    }
 
 
 # -- where the time goes (in-process, no socket) --------------------------------------
@@ -414,9 +474,12 @@ def revision() -> str:
     Taken before the daemon starts; the daemon's lazily imported modules are
     loaded by a warm-up read/trace and the harness imports its piwatchd
     modules at start, so a commit landing mid-run does not change what is measured."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "piwatchd", "client"], cwd=REPO,
-                           capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "piwatchd", "client"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
     return head + ("+dirty" if dirty else "")
 
 
@@ -440,57 +503,91 @@ def verdict(p50: float | None, p99: float, goal: tuple[float | None, float]) -> 
 def markdown(r: dict, command: str) -> str:
     c, ix = r["corpus"], r["index"]
     out = [
-        f"# piwatchd search / read / trace benchmark — engine {r['index']['engine']}", "",
+        f"# piwatchd search / read / trace benchmark — engine {r['index']['engine']}",
+        "",
         f"`{command}` at {r['revision']} — {r['cpus']} CPUs; over the Unix socket with persistent clients; {r['perClass']} queries per class"
-        + (f" (HEAD moved to {r['revisionAtEnd']} during the run; measured code was loaded at start)" if "revisionAtEnd" in r else ""),
+        + (
+            f" (HEAD moved to {r['revisionAtEnd']} during the run; measured code was loaded at start)"
+            if "revisionAtEnd" in r
+            else ""
+        ),
         "",
         f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries; "
         f"index {ix['indexBytes'] / 1e6:.0f} MB ({ix['counts']['events']} events, {ix['counts']['fragments']} fragments; "
-        + ("reused from the cache" if ix["reused"] else f"built cold in {ix['cold']['startupSeconds']} s") + ")",
-        "", "CPU used by other processes on the machine meanwhile (% of one CPU): "
-        + ", ".join(f"{k} {v}" for k, v in r["otherProcessesCpuPercent"].items()) + f"; load average at the end {r['loadAverageAtEnd']}",
-        "", "## Search (limit 20)", "",
+        + ("reused from the cache" if ix["reused"] else f"built cold in {ix['cold']['startupSeconds']} s")
+        + ")",
+        "",
+        "CPU used by other processes on the machine meanwhile (% of one CPU): "
+        + ", ".join(f"{k} {v}" for k, v in r["otherProcessesCpuPercent"].items())
+        + f"; load average at the end {r['loadAverageAtEnd']}",
+        "",
+        "## Search (limit 20)",
+        "",
         "| class | n | p50 ms | p99 ms | max ms | hits/query | errors | rg p50 ms (same queries) | rg / piwatch | goal p50 <= 5, p99 <= 50 |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in r["search"].items():
         g = r["rg"][name]
-        out.append(f"| {name} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['hitsMean']} | {s['errors']} "
-                   f"| {g['rgP50ms']} ({g['n']} q, piwatch {g['piwatchP50msSameQueries']}) | {g['ratioRgOverPiwatch']}x "
-                   f"| {verdict(s['p50ms'], s['p99ms'], GOALS['search'])} |")
-    out += ["", "## Read and trace (on search hits)", "", "| op | caller | n | p50 ms | p99 ms | max ms | errors | goal p99 <= 10 |",
-            "|---|---|---|---|---|---|---|---|"]
+        out.append(
+            f"| {name} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['hitsMean']} | {s['errors']} "
+            f"| {g['rgP50ms']} ({g['n']} q, piwatch {g['piwatchP50msSameQueries']}) | {g['ratioRgOverPiwatch']}x "
+            f"| {verdict(s['p50ms'], s['p99ms'], GOALS['search'])} |"
+        )
+    out += [
+        "",
+        "## Read and trace (on search hits)",
+        "",
+        "| op | caller | n | p50 ms | p99 ms | max ms | errors | goal p99 <= 10 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, s in r["ops"].items():
         op, caller = name.split(" ", 1)
-        out.append(f"| {op} | {caller} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['errors']} "
-                   f"| {verdict(None, s['p99ms'], GOALS[op])} |")
+        out.append(
+            f"| {op} | {caller} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['errors']} "
+            f"| {verdict(None, s['p99ms'], GOALS[op])} |"
+        )
     st = r["status"]
     out += ["", f"`status`: p50 {st['p50ms']} ms, p99 {st['p99ms']} ms over {st['n']} calls (goal <= 20 ms)."]
     res = r["resources"]
-    out += ["", "## Daemon resources", "", "| measure | value | goal |", "|---|---|---|",
-            f"| RSS idle (fresh start on the index) | **{res['rssIdleMB']} MB** | <= 100 MB |",
-            f"| RSS peak during the serial query runs | {res['rssPeakSerialMB']} MB | |",
-            f"| RSS peak during the {next(iter(r['concurrency'].values()))['threads']}-thread load | {res['rssPeakConcurrentMB']} MB | |",
-            f"| RSS idle after all load | {res['rssIdleAfterLoadMB']} MB: anonymous {res['rssSplitAfterLoadMB'].get('RssAnon')} MB, "
-            f"mapped index files {res['rssSplitAfterLoadMB'].get('RssFile')} MB | |",
-            f"| open descriptors on the index: idle / after load ({res['threadsAfterLoad']} threads left) "
-            f"| {res['indexFdsIdle']} / {res['indexFdsAfterLoad']} | |",
-            f"| CPU idle, fresh ({res['idleCpu']['seconds']} s) | **{res['idleCpu']['cpuPercent']} %** "
-            f"({res['idleCpu']['wakeupsPerSecond']} context switches/s, {res['idleCpu']['threads']} threads) | ~0 |",
-            f"| CPU idle after load ({res['idleCpuAfterLoad']['seconds']} s) | {res['idleCpuAfterLoad']['cpuPercent']} % "
-            f"({res['idleCpuAfterLoad']['wakeupsPerSecond']} context switches/s, {res['idleCpuAfterLoad']['threads']} threads) | ~0 |"]
+    out += [
+        "",
+        "## Daemon resources",
+        "",
+        "| measure | value | goal |",
+        "|---|---|---|",
+        f"| RSS idle (fresh start on the index) | **{res['rssIdleMB']} MB** | <= 100 MB |",
+        f"| RSS peak during the serial query runs | {res['rssPeakSerialMB']} MB | |",
+        f"| RSS peak during the {next(iter(r['concurrency'].values()))['threads']}-thread load | {res['rssPeakConcurrentMB']} MB | |",
+        f"| RSS idle after all load | {res['rssIdleAfterLoadMB']} MB: anonymous {res['rssSplitAfterLoadMB'].get('RssAnon')} MB, "
+        f"mapped index files {res['rssSplitAfterLoadMB'].get('RssFile')} MB | |",
+        f"| open descriptors on the index: idle / after load ({res['threadsAfterLoad']} threads left) "
+        f"| {res['indexFdsIdle']} / {res['indexFdsAfterLoad']} | |",
+        f"| CPU idle, fresh ({res['idleCpu']['seconds']} s) | **{res['idleCpu']['cpuPercent']} %** "
+        f"({res['idleCpu']['wakeupsPerSecond']} context switches/s, {res['idleCpu']['threads']} threads) | ~0 |",
+        f"| CPU idle after load ({res['idleCpuAfterLoad']['seconds']} s) | {res['idleCpuAfterLoad']['cpuPercent']} % "
+        f"({res['idleCpuAfterLoad']['wakeupsPerSecond']} context switches/s, {res['idleCpuAfterLoad']['threads']} threads) | ~0 |",
+    ]
     if "rssAfterColdIndexMB" in ix:
         out.append(f"| RSS right after the cold index (same process) | {ix['rssAfterColdIndexMB']} MB | |")
     threads = next(iter(r["concurrency"].values()))["threads"]
-    out += ["", f"## Concurrency ({threads} client threads, own connection each, for {r['loadSeconds']:g} s per pool)", "",
-            "| query pool | seconds | requests | req/s | p50 ms | p99 ms | max ms | errors | daemon CPU % | load generator CPU % |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        f"## Concurrency ({threads} client threads, own connection each, for {r['loadSeconds']:g} s per pool)",
+        "",
+        "| query pool | seconds | requests | req/s | p50 ms | p99 ms | max ms | errors | daemon CPU % | load generator CPU % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, s in r["concurrency"].items():
-        out.append(f"| {name} | {s['seconds']} | {s['requests']} | {s['qps']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} "
-                   f"| {s['errors']} | {s['daemonCpuPercent']} | {s['clientsCpuPercent']} |")
-    out += ["",
-            "rg: `rg -c -i -F PATTERN` over the files piwatch searches (all sessions; a cwd caller's project directories; "
-            "a session filter's one file). rg cannot apply kind/tool filters, so for those it greps everything.", ""]
+        out.append(
+            f"| {name} | {s['seconds']} | {s['requests']} | {s['qps']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} "
+            f"| {s['errors']} | {s['daemonCpuPercent']} | {s['clientsCpuPercent']} |"
+        )
+    out += [
+        "",
+        "rg: `rg -c -i -F PATTERN` over the files piwatch searches (all sessions; a cwd caller's project directories; "
+        "a session filter's one file). rg cannot apply kind/tool filters, so for those it greps everything.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -538,10 +635,20 @@ def log(msg: str) -> None:
 def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) -> dict:
     sessions, db = cdir / "sessions", Path(info["db"])
     info["counts"] = index_counts(db)
-    report: dict = {"revision": info.pop("revision"), "corpus": {"dir": str(cdir), "files": len(m["files"]), "bytes": m["totalBytes"], "entries": m["entries"],
-                               "piVersion": m["piVersion"]},
-                    "index": info, "cpus": os.cpu_count(), "perClass": ns.per_class,
-                    "loadSeconds": ns.load_seconds}
+    report: dict = {
+        "revision": info.pop("revision"),
+        "corpus": {
+            "dir": str(cdir),
+            "files": len(m["files"]),
+            "bytes": m["totalBytes"],
+            "entries": m["entries"],
+            "piVersion": m["piVersion"],
+        },
+        "index": info,
+        "cpus": os.cpu_count(),
+        "perClass": ns.per_class,
+        "loadSeconds": ns.load_seconds,
+    }
     log(f"index: {info}; load average {os.getloadavg()}")
     time.sleep(2)
     res = report["resources"] = {"rssIdleMB": d.rss_mb(), "indexFdsIdle": index_fds(d.proc.pid), "idleCpu": idle_cpu(d)}
@@ -557,9 +664,12 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
         for name, qs in queries.items():
             times, out = run_searches(client, qs)
             times_by[name], results[name] = times, out
-            report["search"][name] = {**summary(times), "errors": sum(1 for o in out if o["error"]),
-                                      "hitsMean": round(statistics.mean(len(o["hits"]) for o in out), 1),
-                                      "errorSamples": sorted({o["error"] for o in out if o["error"]})[:3]}
+            report["search"][name] = {
+                **summary(times),
+                "errors": sum(1 for o in out if o["error"]),
+                "hitsMean": round(statistics.mean(len(o["hits"]) for o in out), 1),
+                "errorSamples": sorted({o["error"] for o in out if o["error"]})[:3],
+            }
             log(f"search {name}: {report['search'][name]}")
         report["ops"] = measure_ops(client, queries, results, ns.per_class)
         report["status"] = status_latency(client, 100)
@@ -603,6 +713,7 @@ def status_latency(client: Client, n: int) -> dict:
 
 def measure_ops(client: Client, queries: dict, results: dict, n: int) -> dict:
     """read and trace on the first hit of each search (all-caller and cwd-caller hits)."""
+
     def targets(names: list[str]) -> list[tuple[str, str]]:
         seen = {}
         for name in names:

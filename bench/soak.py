@@ -40,7 +40,21 @@ BIN = Path(sys.executable).parent
 SESSIONS = 50
 SEARCHERS = 16
 ALL = {"all": True}  # the local CLI's caller: every session
-WORDS = ["build", "failing", "test", "import", "module", "config", "retry", "socket", "parser", "token", "cache", "merge", "branch"]
+WORDS = [
+    "build",
+    "failing",
+    "test",
+    "import",
+    "module",
+    "config",
+    "retry",
+    "socket",
+    "parser",
+    "token",
+    "cache",
+    "merge",
+    "branch",
+]
 
 
 def _line(obj: dict) -> bytes:
@@ -48,8 +62,15 @@ def _line(obj: dict) -> bytes:
 
 
 def _header(sid: str) -> bytes:
-    return _line({"type": "session", "version": 3, "id": sid, "timestamp": "2026-05-01T10:00:00.000Z",
-                  "cwd": f"/work/soak/{sid}"})
+    return _line(
+        {
+            "type": "session",
+            "version": 3,
+            "id": sid,
+            "timestamp": "2026-05-01T10:00:00.000Z",
+            "cwd": f"/work/soak/{sid}",
+        }
+    )
 
 
 def _entry(sid: str, n: int, parent: str | None, marker: str, rng: random.Random) -> tuple[str, bytes]:
@@ -58,8 +79,15 @@ def _entry(sid: str, n: int, parent: str | None, marker: str, rng: random.Random
     role = "user" if n % 2 == 0 else "assistant"
     content = f"{marker} {filler}" if role == "user" else [{"type": "text", "text": f"{marker} {filler}"}]
     ts = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
-    return eid, _line({"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
-                       "message": {"role": role, "content": content}})
+    return eid, _line(
+        {
+            "type": "message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "message": {"role": role, "content": content},
+        }
+    )
 
 
 class Soak:
@@ -93,9 +121,22 @@ class Soak:
         if self.engine:
             env["PIWATCH_ENGINE"] = self.engine
         self.log = open(self.base / "daemon.log", "wb")
-        proc = subprocess.Popen([str(BIN / "piwatchd"), "--sessions", str(self.root.parent), "--db", str(self.db),
-                                 "--socket", str(self.sock), "--log-level", "warning"],
-                                stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [
+                str(BIN / "piwatchd"),
+                "--sessions",
+                str(self.root.parent),
+                "--db",
+                str(self.db),
+                "--socket",
+                str(self.sock),
+                "--log-level",
+                "warning",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -180,8 +221,11 @@ class Soak:
                 got: set[str] = set()
                 while time.monotonic() < deadline:
                     # One search per marker: each must find exactly its own entry.
-                    got = {eid for eid, m in entries
-                           if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2).hits] == [eid]}
+                    got = {
+                        eid
+                        for eid, m in entries
+                        if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2).hits] == [eid]
+                    }
                     if got == want:
                         break
                     time.sleep(0.5)
@@ -201,8 +245,10 @@ class Soak:
     def _run(self, proc: subprocess.Popen) -> dict:
         threads = [threading.Thread(target=self.writer, args=(sid,), daemon=True) for sid in self.written]
         threads += [threading.Thread(target=self.searcher, daemon=True) for _ in range(SEARCHERS)]
-        threads += [threading.Thread(target=self.probe, daemon=True),
-                    threading.Thread(target=self.sampler, args=(proc.pid,), daemon=True)]
+        threads += [
+            threading.Thread(target=self.probe, daemon=True),
+            threading.Thread(target=self.sampler, args=(proc.pid,), daemon=True),
+        ]
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -237,18 +283,43 @@ class Soak:
             "searches": self.searches,
             "search_errors": len(self.search_errors),
             "search_error_samples": self.search_errors[:5],
-            "search_ms": {"p50": pct(self.search_ms, 50), "p95": pct(self.search_ms, 95), "p99": pct(self.search_ms, 99)},
-            "append_to_searchable_ms": {"samples": len(self.visible_ms), "p50": pct(self.visible_ms, 50),
-                                        "p95": pct(self.visible_ms, 95), "max": round(max(self.visible_ms, default=0), 1)},
-            "rss_mb": {"first": round(mb[0][1], 1), "after_warmup_first_third": round(statistics.median(warm[:third]), 1),
-                       "last_third": round(statistics.median(warm[-third:]), 1), "max": round(max(r for _, r in mb), 1),
-                       "slope_mb_per_min_after_warmup": round(slope, 2), "samples": len(mb),
-                       "series": [[round(t), round(r, 1)] for t, r in mb],
-                       "anonymous_series": [round((r - sh) / 2**20, 1) for (_, r), sh in zip(self.rss, self.shared)]},
-            "index_mb": round(sum(f.stat().st_size for f in self.base.rglob("*")
-                                  if f.is_file() and f.name != "daemon.log" and "sessions" not in f.parts) / 2**20, 1),
-            "service": {"phase": svc.phase, "errors": len(svc.errors), "files_ingested": svc.files_ingested,
-                        "events_ingested": svc.events_ingested, "missed_by_events": svc.missed_by_events},
+            "search_ms": {
+                "p50": pct(self.search_ms, 50),
+                "p95": pct(self.search_ms, 95),
+                "p99": pct(self.search_ms, 99),
+            },
+            "append_to_searchable_ms": {
+                "samples": len(self.visible_ms),
+                "p50": pct(self.visible_ms, 50),
+                "p95": pct(self.visible_ms, 95),
+                "max": round(max(self.visible_ms, default=0), 1),
+            },
+            "rss_mb": {
+                "first": round(mb[0][1], 1),
+                "after_warmup_first_third": round(statistics.median(warm[:third]), 1),
+                "last_third": round(statistics.median(warm[-third:]), 1),
+                "max": round(max(r for _, r in mb), 1),
+                "slope_mb_per_min_after_warmup": round(slope, 2),
+                "samples": len(mb),
+                "series": [[round(t), round(r, 1)] for t, r in mb],
+                "anonymous_series": [round((r - sh) / 2**20, 1) for (_, r), sh in zip(self.rss, self.shared)],
+            },
+            "index_mb": round(
+                sum(
+                    f.stat().st_size
+                    for f in self.base.rglob("*")
+                    if f.is_file() and f.name != "daemon.log" and "sessions" not in f.parts
+                )
+                / 2**20,
+                1,
+            ),
+            "service": {
+                "phase": svc.phase,
+                "errors": len(svc.errors),
+                "files_ingested": svc.files_ingested,
+                "events_ingested": svc.events_ingested,
+                "missed_by_events": svc.missed_by_events,
+            },
             "sigterm_exit": rc,
             "sigterm_seconds": round(stop_seconds, 2),
             "load_average": os.getloadavg(),

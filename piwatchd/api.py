@@ -179,11 +179,19 @@ class Api:
                 f"client speaks protocol {wire.quote(proto)}, piwatchd speaks {PROTOCOL_VERSION}: "
                 "upgrade the client and the daemon to the same piwatch version (restart piwatchd after upgrading)",
             )
-        info = {"proto": PROTOCOL_VERSION, "version": "", "pid": os.getpid(), "startedAt": 0,
-                "capabilities": ["hello", *self._ops], **self.hello_info()}
+        info = {
+            "proto": PROTOCOL_VERSION,
+            "version": "",
+            "pid": os.getpid(),
+            "startedAt": 0,
+            "capabilities": ["hello", *self._ops],
+            **self.hello_info(),
+        }
         return msgspec.convert(info, wire.HelloResult)
 
-    def handle(self, op: Any, args: Any, caller: Any, *, slot: Slot = _no_slot, budget: float | None = None) -> wire.Response:
+    def handle(
+        self, op: Any, args: Any, caller: Any, *, slot: Slot = _no_slot, budget: float | None = None
+    ) -> wire.Response:
         """Answer one request (never raises for bad input: errors are responses)."""
         req = _Request(None, time.monotonic() + (budget or self.request_budget))
         try:
@@ -209,8 +217,12 @@ class Api:
                 raise ProtocolError(ErrorCode.UNAVAILABLE, f"the index cannot be read: {wire.clip(str(exc))}") from None
         except ProtocolError as exc:
             req.sessions = []  # an error names no session
-            return wire.Response(id=None, ok=False, error=wire.ErrorBody(code=exc.code, message=wire.clip(exc.message, 2000)),
-                                 **self._envelope(req))
+            return wire.Response(
+                id=None,
+                ok=False,
+                error=wire.ErrorBody(code=exc.code, message=wire.clip(exc.message, 2000)),
+                **self._envelope(req),
+            )
         return wire.Response(id=None, ok=True, result=result, **self._envelope(req))
 
     # -- helpers -----------------------------------------------------------------------
@@ -262,7 +274,9 @@ class Api:
             vis.refresh()
         with slot(req.deadline):
             conn = vis.conn
-            exclude = (scope.current_session,) if scope.current_session and not (targeted and scope.cutoff_entry) else ()
+            exclude = (
+                (scope.current_session,) if scope.current_session and not (targeted and scope.cutoff_entry) else ()
+            )
             filters = replace(
                 request.filters,
                 authorized_roots=scope.roots,
@@ -283,7 +297,9 @@ class Api:
         req.sessions = [h.session_id for h in result.hits]
         return result
 
-    def _wait_for(self, vis: Visibility, session_ids: list[str], paths: tuple[str, ...], seconds: float, req: _Request) -> None:
+    def _wait_for(
+        self, vis: Visibility, session_ids: list[str], paths: tuple[str, ...], seconds: float, req: _Request
+    ) -> None:
         """Wait until the named visible sessions' files (and `paths`: the
         caller's own file, which may not be indexed yet) are caught up."""
         deadline = min(time.monotonic() + seconds, req.deadline - 0.5)
@@ -306,7 +322,9 @@ class Api:
         size, done = file_progress(path, searchable or 0)
         return size is None or (searchable is not None and done)
 
-    def _event_op(self, op: Callable[[sqlite3.Connection, Any], dict[str, Any]], a: Any, req: _Request, slot: Slot) -> dict:
+    def _event_op(
+        self, op: Callable[[sqlite3.Connection, Any], dict[str, Any]], a: Any, req: _Request, slot: Slot
+    ) -> dict:
         vis = req.vis
         assert vis is not None
         with slot(req.deadline), self._limited(vis.conn, req):
@@ -323,8 +341,11 @@ class Api:
     def _read(self, a: wire.ReadArgs, req: _Request, slot: Slot) -> wire.ReadResult:
         if a.unredacted and (req.vis is None or req.vis.scope.roots is not None):
             # Model-facing output is always redacted; only the file owner's local CLI may opt out.
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "unredacted is allowed only for the local CLI with"
-                                " caller all: true (`piwatch read --all --unredacted`)")
+            raise ProtocolError(
+                ErrorCode.BAD_REQUEST,
+                "unredacted is allowed only for the local CLI with"
+                " caller all: true (`piwatch read --all --unredacted`)",
+            )
         result = msgspec.convert(self._event_op(event_read, a, req, slot), wire.ReadResult)
         assert req.vis is not None
         return req.vis.filter_read(result)
@@ -346,10 +367,19 @@ class Api:
         with slot(req.deadline), self._limited(vis.conn, req):
             rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
         items = [
-            wire.SessionItem(session_id=r.session_id, name=_short(r.name), cwd=_short(r.cwd), created=_short(r.created),
-                             first_ms=r.first_ms, last_ms=r.last_ms, events=r.entry_count,
-                             parent_session=_short(r.parent_session), format=r.format,
-                             path=r.path, state=r.state)
+            wire.SessionItem(
+                session_id=r.session_id,
+                name=_short(r.name),
+                cwd=_short(r.cwd),
+                created=_short(r.created),
+                first_ms=r.first_ms,
+                last_ms=r.last_ms,
+                events=r.entry_count,
+                parent_session=_short(r.parent_session),
+                format=r.format,
+                path=r.path,
+                state=r.state,
+            )
             for r in rows[: a.limit]
         ]
         return wire.SessionsResult(sessions=items, has_more=len(rows) > a.limit, limit=a.limit, offset=a.offset)
@@ -412,17 +442,27 @@ class Api:
             now = time.time() * 1000
             for sid, row in list(vis.sessions(req.sessions).items())[:FRESHNESS_SESSIONS]:
                 size, done = file_progress(row.path, row.consumed)
-                fresh.append(wire.SessionFreshness(
-                    session_id=sid, indexed_bytes=row.consumed, file_bytes=size, complete=done,
-                    ms_since_ingest=None if row.last_ingest_ms is None else int(now - row.last_ingest_ms)))
+                fresh.append(
+                    wire.SessionFreshness(
+                        session_id=sid,
+                        indexed_bytes=row.consumed,
+                        file_bytes=size,
+                        complete=done,
+                        ms_since_ingest=None if row.last_ingest_ms is None else int(now - row.last_ingest_ms),
+                    )
+                )
                 if row.state != "ok":
-                    warnings.append(wire.Notice(code=row.state, path=row.path,
-                                                message=wire.clip(row.error or f"the source is {row.state}")))
+                    warnings.append(
+                        wire.Notice(
+                            code=row.state, path=row.path, message=wire.clip(row.error or f"the source is {row.state}")
+                        )
+                    )
         last_scan = snapshot.get("last_scan") if isinstance(snapshot.get("last_scan"), dict) else {}
         return {
             "warnings": warnings,
-            "freshness": wire.Freshness(sessions=fresh, backlog=snapshot.get("backlog_files"),
-                                        last_scan_ms=(last_scan or {}).get("at_ms")),
+            "freshness": wire.Freshness(
+                sessions=fresh, backlog=snapshot.get("backlog_files"), last_scan_ms=(last_scan or {}).get("at_ms")
+            ),
         }
 
 
@@ -461,9 +501,16 @@ def _public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
     """What a workspace caller may see of the service: progress, no paths of
     other projects' files."""
     return wire.ServiceStatus(
-        pid=svc.pid, phase=svc.phase, running=svc.running, started_ms=svc.started_ms, heartbeat_ms=svc.heartbeat_ms,
-        updated_age_s=svc.updated_age_s, uptime_seconds=svc.uptime_seconds, files_known=svc.files_known,
-        backlog_files=svc.backlog_files, startup_seconds=svc.startup_seconds,
+        pid=svc.pid,
+        phase=svc.phase,
+        running=svc.running,
+        started_ms=svc.started_ms,
+        heartbeat_ms=svc.heartbeat_ms,
+        updated_age_s=svc.updated_age_s,
+        uptime_seconds=svc.uptime_seconds,
+        files_known=svc.files_known,
+        backlog_files=svc.backlog_files,
+        startup_seconds=svc.startup_seconds,
         last_scan=wire.ScanInfo(at_ms=svc.last_scan.at_ms) if svc.last_scan else None,
     )
 

@@ -82,8 +82,12 @@ def resolve_scope(caller: Caller | object, configured_roots: Iterable[str] = ())
         except ProtocolError as exc:
             raise ScopeError(exc.message) from None
         assert caller is not None
-    for name, value in (("sessionId", caller.session_id), ("sessionFile", caller.session_file),
-                        ("cutoffEntryId", caller.cutoff_entry_id), ("toolCallId", caller.tool_call_id)):
+    for name, value in (
+        ("sessionId", caller.session_id),
+        ("sessionFile", caller.session_file),
+        ("cutoffEntryId", caller.cutoff_entry_id),
+        ("toolCallId", caller.tool_call_id),
+    ):
         if value is not None and "\x00" in value:
             raise ScopeError(f"caller {name} must not contain NUL")
     current = {

@@ -67,7 +67,10 @@ def session_by_path(conn: sqlite3.Connection, path: str) -> SessionRow | None:
 
 
 def child_sessions(
-    conn: sqlite3.Connection, refs: Iterable[str], exclude: str | None = None, limit: int = 50,
+    conn: sqlite3.Connection,
+    refs: Iterable[str],
+    exclude: str | None = None,
+    limit: int = 50,
     roots: tuple[str, ...] | None = None,
 ) -> list[str]:
     """Sessions whose recorded parent is one of `refs` (a session id or a

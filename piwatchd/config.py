@@ -75,7 +75,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise SystemExit(f"piwatch: config {path}: {exc}") from exc
     engine = env.get("PIWATCH_ENGINE") or data.get("engine") or "tantivy"
     if engine not in ("tantivy", "fts5"):
-        raise SystemExit(f"piwatch: config {path}: engine must be \"tantivy\" or \"fts5\", not {engine!r}")
+        raise SystemExit(f'piwatch: config {path}: engine must be "tantivy" or "fts5", not {engine!r}')
     return Settings(
         Path(db).expanduser(),
         tuple(os.path.expanduser(p) for p in extra),

@@ -53,23 +53,50 @@ def build_parser() -> argparse.ArgumentParser:
         description="Index Pi coding-agent sessions live into piwatch's SQLite database (foreground; stop with SIGTERM).",
     )
     p.add_argument(
-        "--sessions", action="append", metavar="DIR",
+        "--sessions",
+        action="append",
+        metavar="DIR",
         help="session directory to watch (repeatable; default: Pi's own session directories and configured extras)",
     )
     p.add_argument("--db", metavar="PATH", help="index database (default: piwatch's state directory)")
-    p.add_argument("--settle", type=float, default=0.05, metavar="SEC",
-                   help="quiet time before a changed file is read (default 0.05)")
-    p.add_argument("--max-latency", type=float, default=1.0, metavar="SEC",
-                   help="a file written continuously is still read at least this often (default 1.0)")
-    p.add_argument("--scan-interval", type=float, default=300.0, metavar="SEC",
-                   help="full reconciliation scan period; the safety net for lost events (default 300)")
-    p.add_argument("--socket", metavar="PATH",
-                   help="socket path (default: $PIWATCH_SOCKET or the per-user runtime directory)")
-    p.add_argument("--query-timeout", type=float, default=5.0, metavar="SEC",
-                   help="time limit of one search/read/trace query (default 5)")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=0.05,
+        metavar="SEC",
+        help="quiet time before a changed file is read (default 0.05)",
+    )
+    p.add_argument(
+        "--max-latency",
+        type=float,
+        default=1.0,
+        metavar="SEC",
+        help="a file written continuously is still read at least this often (default 1.0)",
+    )
+    p.add_argument(
+        "--scan-interval",
+        type=float,
+        default=300.0,
+        metavar="SEC",
+        help="full reconciliation scan period; the safety net for lost events (default 300)",
+    )
+    p.add_argument(
+        "--socket", metavar="PATH", help="socket path (default: $PIWATCH_SOCKET or the per-user runtime directory)"
+    )
+    p.add_argument(
+        "--query-timeout",
+        type=float,
+        default=5.0,
+        metavar="SEC",
+        help="time limit of one search/read/trace query (default 5)",
+    )
     p.add_argument("--version", action="version", version=f"piwatchd {__import__('piwatchd').__version__}")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                   help="stderr log level (default info)")
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default info)",
+    )
     return p
 
 
@@ -135,8 +162,11 @@ class Daemon:
         holder = f"pid {os.getpid()}\nversion {__version__}\nstarted {int(self.started)}\n"
         instance, other = hold_lock(self.instance_path, holder)
         if instance is None:
-            print(f"piwatchd: another piwatchd is already running for this user ({other}); "
-                  f"talk to it with `piwatch status`", file=sys.stderr)
+            print(
+                f"piwatchd: another piwatchd is already running for this user ({other}); "
+                f"talk to it with `piwatch status`",
+                file=sys.stderr,
+            )
             return False
         self._locks.append(instance)
         prepare_index_path(self.db_path)  # 0600 in a 0700 directory: it holds every session
@@ -190,8 +220,9 @@ class Daemon:
             index_trouble=self.inbox.request_index_check,
             query_timeout=self.ns.query_timeout,
         )
-        self.server = Server(self.sock_path, self.api.handle, hello=self.api.hello,
-                             on_connection_end=self.api.readers.reset)
+        self.server = Server(
+            self.sock_path, self.api.handle, hello=self.api.hello, on_connection_end=self.api.readers.reset
+        )
 
     # -- what the API asks of the daemon ---------------------------------------------
 
@@ -200,8 +231,13 @@ class Daemon:
 
         from . import __version__
 
-        return {"proto": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
-                "startedAt": int(self.started * 1000), "capabilities": list(OPS)}
+        return {
+            "proto": PROTOCOL_VERSION,
+            "version": __version__,
+            "pid": os.getpid(),
+            "startedAt": int(self.started * 1000),
+            "capabilities": list(OPS),
+        }
 
     def _snapshot(self) -> dict:
         snap = self.service.snapshot()
@@ -213,8 +249,13 @@ class Daemon:
     # -- running -----------------------------------------------------------------------
 
     def _serve(self) -> int:
-        log.info("piwatchd %d: index %s; socket %s; roots %s",
-                 os.getpid(), self.db_path, self.sock_path, ", ".join(self.roots))
+        log.info(
+            "piwatchd %d: index %s; socket %s; roots %s",
+            os.getpid(),
+            self.db_path,
+            self.sock_path,
+            ", ".join(self.roots),
+        )
         self.server.start()
         self.watcher.start()
         self.service.start()

@@ -60,8 +60,7 @@ def scan(conn: sqlite3.Connection, roots: Iterable[str], *, verify_all: bool = F
     started = time.monotonic()
     roots = [os.path.normpath(r) for r in roots]
     known = {
-        row[0]: row[1:]
-        for row in conn.execute("SELECT path, dev, ino, size, mtime_ns, state, consumed FROM sources")
+        row[0]: row[1:] for row in conn.execute("SELECT path, dev, ino, size, mtime_ns, state, consumed FROM sources")
     }
     listable = [r for r in roots if root_is_listable(r)]
     seen: set[str] = set()

@@ -164,8 +164,10 @@ def open_or_rebuild(db_path: str | os.PathLike, engine: str | None = None) -> tu
         raise  # locked, busy, cannot open: not the file's contents
     except sqlite3.DatabaseError as exc:
         if not _was_an_index(db_path):
-            raise NotAnIndex(f"{db_path} is not a piwatch index (not an SQLite file); "
-                             "refusing to replace it: remove it or choose another --db") from exc
+            raise NotAnIndex(
+                f"{db_path} is not a piwatch index (not an SQLite file); "
+                "refusing to replace it: remove it or choose another --db"
+            ) from exc
         problem = f"the index was corrupt ({exc}); rebuilding it from the session files"
     discard_index(db_path)
     prepare_index_path(db_path)

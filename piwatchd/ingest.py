@@ -52,7 +52,9 @@ class IngestOutcome:
 PIPELINE_CHUNK = 512 * 1024
 
 
-def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState, rules: Rules = DEFAULT_RULES) -> Iterator[tuple]:
+def parsed_chunks(
+    chunks: Iterable[tuple[int, bytes]], state: ParserState, rules: Rules = DEFAULT_RULES
+) -> Iterator[tuple]:
     """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state."""
     for offset, data in chunks:
         lines, end = split_complete_lines(data, offset)
@@ -65,7 +67,9 @@ def parsed_chunks(chunks: Iterable[tuple[int, bytes]], state: ParserState, rules
         yield offset, data, end, result, events
 
 
-def project_contained(session_id: str, result: ParseResult, rules: Rules = DEFAULT_RULES) -> tuple[ParseResult, list[Event]]:
+def project_contained(
+    session_id: str, result: ParseResult, rules: Rules = DEFAULT_RULES
+) -> tuple[ParseResult, list[Event]]:
     """Project each entry. One that cannot be projected, or whose metadata
     cannot be stored, is kept bare (identity and type, no content) and
     reported at its byte offset: it never blocks the entries after it."""
@@ -77,11 +81,13 @@ def project_contained(session_id: str, result: ParseResult, rules: Rules = DEFAU
             event = project_entry(session_id, entry, rules)
             orjson.dumps(event.meta)  # what the writer stores; deep nesting fails here
         except Exception as exc:  # noqa: BLE001 - any projection failure is contained and reported
-            diagnostics.append(Diagnostic(
-                "unprojectable",
-                f"entry {excerpt(entry.entry_id)} indexed without its content: {type(exc).__name__}: {excerpt(str(exc))}",
-                entry.byte_offset,
-            ))
+            diagnostics.append(
+                Diagnostic(
+                    "unprojectable",
+                    f"entry {excerpt(entry.entry_id)} indexed without its content: {type(exc).__name__}: {excerpt(str(exc))}",
+                    entry.byte_offset,
+                )
+            )
             entry = replace(entry, data={k: entry.data[k] for k in _BARE_KEYS if k in entry.data})
             event = project_entry(session_id, entry, rules)
         entries.append(entry)
@@ -151,7 +157,9 @@ class Ingestor:
                 with self.writer.transaction():
                     self.writer.mark_source(record.source_id, state, None)
                 return IngestOutcome(path, change, record.session_id, state=state)
-            return IngestOutcome(path, change, record.session_id if record else None, state=record.state if record else "ok")
+            return IngestOutcome(
+                path, change, record.session_id if record else None, state=record.state if record else "ok"
+            )
         if change is Change.GONE:
             return self._gone(path, record)
         if change is Change.UNREADABLE:
@@ -189,9 +197,13 @@ class Ingestor:
         with self.writer.transaction():
             source_id = record.source_id if record else self.writer.ensure_source(path)
             self.writer.mark_source(source_id, "unreadable", error)
-        return IngestOutcome(path, Change.UNREADABLE, record.session_id if record else None, state="unreadable", error=error)
+        return IngestOutcome(
+            path, Change.UNREADABLE, record.session_id if record else None, state="unreadable", error=error
+        )
 
-    def _fail(self, path: str, record: SourceRecord | None, obs: Observation, change: Change, exc: Exception) -> IngestOutcome:
+    def _fail(
+        self, path: str, record: SourceRecord | None, obs: Observation, change: Change, exc: Exception
+    ) -> IngestOutcome:
         """Keep the last known-good rows; mark the source so status shows why."""
         has_good = bool(
             record is not None
@@ -225,7 +237,9 @@ class Ingestor:
             except _DuplicateSession as dup:
                 with self.writer.transaction():
                     source_id = record.source_id if record else self.writer.ensure_source(path)
-                    self.writer.mark_source(source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns))
+                    self.writer.mark_source(
+                        source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns)
+                    )
                 outcome.state, outcome.error = "duplicate", str(dup)
         finally:
             os.close(fd)
@@ -302,7 +316,9 @@ class Ingestor:
         if owner is None or owner[0] == source_id:
             return
         if os.path.exists(owner[1]):
-            raise _DuplicateSession(f"session id {excerpt(session_id)} is already indexed from {owner[1]}; this copy is not indexed")
+            raise _DuplicateSession(
+                f"session id {excerpt(session_id)} is already indexed from {owner[1]}; this copy is not indexed"
+            )
         self.writer.delete_session(session_id)
 
     def _append(self, path: str, record: SourceRecord, obs: Observation) -> IngestOutcome:
@@ -331,7 +347,9 @@ class Ingestor:
                 return self._fail(path, record, obs, Change.APPENDED, exc)
             except _DuplicateSession as dup:
                 with self.writer.transaction():
-                    self.writer.mark_source(record.source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns))
+                    self.writer.mark_source(
+                        record.source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns)
+                    )
                 outcome.state, outcome.error = "duplicate", str(dup)
                 return outcome
         finally:
@@ -345,4 +363,3 @@ class _DuplicateSession(Exception):
 
 class _ContainedError(Exception):
     """An unexpected error while indexing one file, recorded against it."""
-

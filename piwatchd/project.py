@@ -147,7 +147,9 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _message_fragments(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> tuple[list[Fragment | None], bool, list[str]]:
+def _message_fragments(
+    p: _Projection, msg: dict[str, Any], meta: dict[str, Any]
+) -> tuple[list[Fragment | None], bool, list[str]]:
     role = msg.get("role")
     frags: list[Fragment | None] = []
     is_error = False

@@ -95,8 +95,9 @@ class RulesError(ValueError):
     """A configured pattern or allowlist entry is unusable."""
 
 
-def _regex_finder(kind: str, pattern: str, *, group: int = 0, flags: int = 0,
-                  valid: Callable[[str], bool] | None = None) -> Finder:
+def _regex_finder(
+    kind: str, pattern: str, *, group: int = 0, flags: int = 0, valid: Callable[[str], bool] | None = None
+) -> Finder:
     compiled = re.compile(pattern, flags)
 
     def find(text: str) -> Iterator[Span]:
@@ -114,9 +115,14 @@ def _rule(kind: str, trigger: str, pattern: str, **kw: Any) -> Rule:
 
 # -- validators -------------------------------------------------------------
 
+
 def _classes(value: str) -> int:
-    return (any(c.islower() for c in value) + any(c.isupper() for c in value)
-            + any(c.isdigit() for c in value) + any(not c.isalnum() for c in value))
+    return (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() for c in value)
+    )
 
 
 def _entropy(value: str) -> float:
@@ -263,43 +269,82 @@ def _assigned_at(text: str, m: re2._Match) -> bool:
 
 _B64 = "A-Za-z0-9+/"
 # Where a secret-looking name is given a value: the trigger of `assigned-secret`.
-_ASSIGN_TRIGGER = r"(?i)(?:key|token|secret|pass|pwd|credential)\w*[\"'\]]{0,2}[ \t]*(?::=|=|:)[ \t]*[\"'`]?[^\s\"'`,;<>()\[\]{}]{6}"
+_ASSIGN_TRIGGER = (
+    r"(?i)(?:key|token|secret|pass|pwd|credential)\w*[\"'\]]{0,2}[ \t]*(?::=|=|:)[ \t]*[\"'`]?[^\s\"'`,;<>()\[\]{}]{6}"
+)
 
 BUILTIN_RULES: tuple[Rule, ...] = (
     Rule("private-key", _anchors("PRIVATE KEY"), _private_keys),
-    _rule("jwt", r"eyJ[A-Za-z0-9_\-]{8,}={0,2}\.eyJ",
-          r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}={0,2}\.eyJ[A-Za-z0-9_\-]{8,}={0,2}(?:\.[A-Za-z0-9_\-]*={0,2})?",
-          valid=_jwt_valid),
-    _rule("aws-access-key", r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}",
-          r"(?<![A-Z0-9])(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
-    _rule("aws-secret-key", rf"(?i)aws.{{0,20}}(?:secret|key|token).{{0,20}}[{_B64}]{{40}}",
-          rf"(?i)aws.{{0,20}}?(?:secret|key|token).{{0,20}}?[=:\"'\s]\s*[\"']?([{_B64}]{{40}})(?![{_B64}])", group=1,
-          valid=lambda v: _classes(v) >= 3),
+    _rule(
+        "jwt",
+        r"eyJ[A-Za-z0-9_\-]{8,}={0,2}\.eyJ",
+        r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}={0,2}\.eyJ[A-Za-z0-9_\-]{8,}={0,2}(?:\.[A-Za-z0-9_\-]*={0,2})?",
+        valid=_jwt_valid,
+    ),
+    _rule(
+        "aws-access-key",
+        r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}",
+        r"(?<![A-Z0-9])(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])",
+    ),
+    _rule(
+        "aws-secret-key",
+        rf"(?i)aws.{{0,20}}(?:secret|key|token).{{0,20}}[{_B64}]{{40}}",
+        rf"(?i)aws.{{0,20}}?(?:secret|key|token).{{0,20}}?[=:\"'\s]\s*[\"']?([{_B64}]{{40}})(?![{_B64}])",
+        group=1,
+        valid=lambda v: _classes(v) >= 3,
+    ),
     _rule("gcp-api-key", r"AIza[0-9A-Za-z_\-]{35}", r"(?<![A-Za-z0-9_\-])AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])"),
     _rule("gcp-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{28}", r"GOCSPX-[A-Za-z0-9_\-]{28}"),
     _rule("azure-storage-key", rf"AccountKey=[{_B64}=]{{86}}", rf"AccountKey=([{_B64}=]{{86,88}})", group=1),
-    _rule("azure-client-secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31}",
-          r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])"),
+    _rule(
+        "azure-client-secret",
+        r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31}",
+        r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])",
+    ),
     _rule("azure-sas-signature", r"[?&]sig=[A-Za-z0-9%+/=]{30}", r"[?&]sig=([A-Za-z0-9%+/=]{30,})", group=1),
-    _rule("github-token", r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36}|github_pat_[A-Za-z0-9_]{22}",
-          r"(?<![A-Za-z0-9_])(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    _rule("gitlab-token", r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glptt|gloas)-|GR1348941)[A-Za-z0-9_\-]{20}",
-          r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glptt|gloas)-|GR1348941)[A-Za-z0-9_\-]{20,50}(?!\w)"),
-    _rule("slack-token", r"(?i)xox[abposre]-\d+-|xapp-\d-",
-          r"(?i)(?<![A-Za-z0-9])(?:xox[abposre]-(?:\d+-)+[a-z0-9]+|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)"),
-    _rule("slack-webhook", _anchors("hooks.slack.com/services/T"),
-          r"https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+"),
-    _rule("stripe-key", r"[rs]k_(?:live|test)_[0-9a-zA-Z]{24}|whsec_[A-Za-z0-9]{32}",
-          r"(?<![A-Za-z0-9])(?:[rs]k_(?:live|test)_[0-9a-zA-Z]{24,}|whsec_[A-Za-z0-9]{32,})"),
+    _rule(
+        "github-token",
+        r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36}|github_pat_[A-Za-z0-9_]{22}",
+        r"(?<![A-Za-z0-9_])(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+    ),
+    _rule(
+        "gitlab-token",
+        r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glptt|gloas)-|GR1348941)[A-Za-z0-9_\-]{20}",
+        r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glptt|gloas)-|GR1348941)[A-Za-z0-9_\-]{20,50}(?!\w)",
+    ),
+    _rule(
+        "slack-token",
+        r"(?i)xox[abposre]-\d+-|xapp-\d-",
+        r"(?i)(?<![A-Za-z0-9])(?:xox[abposre]-(?:\d+-)+[a-z0-9]+|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)",
+    ),
+    _rule(
+        "slack-webhook",
+        _anchors("hooks.slack.com/services/T"),
+        r"https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+",
+    ),
+    _rule(
+        "stripe-key",
+        r"[rs]k_(?:live|test)_[0-9a-zA-Z]{24}|whsec_[A-Za-z0-9]{32}",
+        r"(?<![A-Za-z0-9])(?:[rs]k_(?:live|test)_[0-9a-zA-Z]{24,}|whsec_[A-Za-z0-9]{32,})",
+    ),
     _rule("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{20}", r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{20,}"),
     _rule("openai-key", r"sk-[A-Za-z0-9_\-]{20}", r"(?<![A-Za-z0-9_\-])sk-[A-Za-z0-9_\-]{20,}", valid=_mixed_key),
     _rule("npm-token", r"npm_[A-Za-z0-9]{36}", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
     _rule("pypi-token", r"pypi-AgE[A-Za-z0-9_\-]{50}", r"pypi-AgE[A-Za-z0-9_\-]{50,}"),
-    _rule("bearer-token", r"(?i)bearer[ \t]+[A-Za-z0-9._~+/\-]{20}",
-          r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/\-]{20,}=*)", group=1, valid=lambda v: _classes(v) >= 3),
-    _rule("basic-auth", r"://[^\s:/?#@\"'<>]+:[^\s/?#@\"'<>]+@",
-          r"://[^\s:/?#@\"'<>]+:([^\s/?#@\"'<>]+)@(?=[A-Za-z0-9\[])", group=1,
-          valid=lambda v: not _PLACEHOLDER.match(v) and not v.startswith("[redacted")),
+    _rule(
+        "bearer-token",
+        r"(?i)bearer[ \t]+[A-Za-z0-9._~+/\-]{20}",
+        r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/\-]{20,}=*)",
+        group=1,
+        valid=lambda v: _classes(v) >= 3,
+    ),
+    _rule(
+        "basic-auth",
+        r"://[^\s:/?#@\"'<>]+:[^\s/?#@\"'<>]+@",
+        r"://[^\s:/?#@\"'<>]+:([^\s/?#@\"'<>]+)@(?=[A-Za-z0-9\[])",
+        group=1,
+        valid=lambda v: not _PLACEHOLDER.match(v) and not v.startswith("[redacted"),
+    ),
     Rule("assigned-secret", _ASSIGN_TRIGGER, _assignments),
 )
 
@@ -321,8 +366,13 @@ class Rules:
     Immutable after construction; the RE2 set of triggers is built once.
     """
 
-    def __init__(self, rules: tuple[Rule, ...] = BUILTIN_RULES, *, extra: tuple[tuple[str, str], ...] = (),
-                 allow: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        rules: tuple[Rule, ...] = BUILTIN_RULES,
+        *,
+        extra: tuple[tuple[str, str], ...] = (),
+        allow: frozenset[str] = frozenset(),
+    ) -> None:
         self.extra = extra  # (kind, regex) from config, for the fingerprint
         self.allow = allow
         self.builtin = rules == BUILTIN_RULES
@@ -339,8 +389,9 @@ class Rules:
     @property
     def fingerprint(self) -> str:
         """Changes whenever what would be redacted may change; stored in the index."""
-        doc = orjson.dumps({"version": RULES_VERSION, "builtin": self.builtin, "extra": self.extra,
-                            "allow": sorted(self.allow)})
+        doc = orjson.dumps(
+            {"version": RULES_VERSION, "builtin": self.builtin, "extra": self.extra, "allow": sorted(self.allow)}
+        )
         return hashlib.blake2b(doc, digest_size=12).hexdigest()
 
     def candidates(self, text: str) -> list[Rule]:
@@ -364,11 +415,11 @@ _KIND = re.compile(r"^[a-z0-9][a-z0-9\-]{0,39}$")
 def rules_from_config(section: Any) -> Rules:
     """Rules from the `[redact]` table of config.toml (None: the built-ins).
 
-        [redact]
-        allow = ["AKIAIOSFODNN7EXAMPLE"]           # values never redacted
-        [[redact.patterns]]
-        name = "acme-key"                          # the marker's kind
-        regex = "acme_[0-9a-f]{32}"                # RE2 syntax; group 1 if present, else the whole match
+    [redact]
+    allow = ["AKIAIOSFODNN7EXAMPLE"]           # values never redacted
+    [[redact.patterns]]
+    name = "acme-key"                          # the marker's kind
+    regex = "acme_[0-9a-f]{32}"                # RE2 syntax; group 1 if present, else the whole match
     """
     if section is None:
         return DEFAULT_RULES
@@ -385,7 +436,11 @@ def rules_from_config(section: Any) -> Rules:
         raise RulesError("redact.patterns must be an array of tables ([[redact.patterns]])")
     extra: list[tuple[str, str]] = []
     for item in patterns:
-        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or not isinstance(item.get("regex"), str):
+        if (
+            not isinstance(item, Mapping)
+            or not isinstance(item.get("name"), str)
+            or not isinstance(item.get("regex"), str)
+        ):
             raise RulesError("each [[redact.patterns]] needs a string name and a string regex")
         name, regex = item["name"], item["regex"]
         if not _KIND.match(name):

@@ -114,8 +114,12 @@ def entry_edges(data: Mapping[str, Any]) -> list[Edge]:
             from .source.parser import v1_entry_id
 
             edges.append(
-                Edge("compacts", v1_entry_id(data["firstKeptEntryIndex"]), provenance="derived",
-                     detail={"boundary": "first-kept", "fromIndex": data["firstKeptEntryIndex"]})
+                Edge(
+                    "compacts",
+                    v1_entry_id(data["firstKeptEntryIndex"]),
+                    provenance="derived",
+                    detail={"boundary": "first-kept", "fromIndex": data["firstKeptEntryIndex"]},
+                )
             )
         else:
             edges.append(Edge("compacts", None, detail={"boundary": "unknown", "retainedTail": "retainedTail" in data}))
@@ -158,7 +162,9 @@ def entry_file_evidence(data: Mapping[str, Any], cwd: str | None, home: str | No
             calls = nested.get("calls") if isinstance(nested, dict) else None
             for c in calls if isinstance(calls, list) else []:
                 if isinstance(c, dict) and FILE_TOOLS.get(str(c.get("name"))) and isinstance(c.get("arguments"), dict):
-                    add(c["arguments"].get("path"), FILE_TOOLS[c["name"]], "tool-call", c["name"], msg.get("toolCallId"))
+                    add(
+                        c["arguments"].get("path"), FILE_TOOLS[c["name"]], "tool-call", c["name"], msg.get("toolCallId")
+                    )
     elif etype in ("compaction", "branch_summary"):
         details = data.get("details")
         if isinstance(details, dict):

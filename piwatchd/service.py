@@ -360,7 +360,9 @@ class Service:
         except sqlite3.DatabaseError as exc:
             verdict = str(exc)
         if verdict != "ok":
-            raise _IndexLost(f"the index is corrupt ({excerpt(verdict)}; found by a reader: {excerpt(reason)}); rebuilding it")
+            raise _IndexLost(
+                f"the index is corrupt ({excerpt(verdict)}; found by a reader: {excerpt(reason)}); rebuilding it"
+            )
         log.info("index checked after a reader's error (%s): ok", reason)
 
     def _rebuild_index(self, reason: str) -> None:

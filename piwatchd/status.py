@@ -78,8 +78,9 @@ def service_status(snapshot: dict[str, Any]) -> wire.ServiceStatus:
         return msgspec.convert(data, wire.ServiceStatus)
     except msgspec.ValidationError:
         # A service of another version: show what can be read rather than fail status.
-        return wire.ServiceStatus(pid=data.get("pid") if isinstance(data.get("pid"), int) else None,
-                                  phase=str(data.get("phase")))
+        return wire.ServiceStatus(
+            pid=data.get("pid") if isinstance(data.get("pid"), int) else None, phase=str(data.get("phase"))
+        )
 
 
 def _recorded_service(conn: sqlite3.Connection) -> wire.ServiceStatus | None:
@@ -98,7 +99,10 @@ def text_index_bytes(db: Path) -> int:
 
 
 def collect_status(
-    conn: sqlite3.Connection, db_path: str | os.PathLike, *, roots: tuple[str, ...] | None = None,
+    conn: sqlite3.Connection,
+    db_path: str | os.PathLike,
+    *,
+    roots: tuple[str, ...] | None = None,
     diagnostics_limit: int = 20,
 ) -> wire.StatusResult:
     """Status of the whole index (`roots` None) or of the sessions under `roots`."""
@@ -173,5 +177,10 @@ def _redactions(conn: sqlite3.Connection, roots: tuple[str, ...] | None) -> wire
     rules = index_rules(conn)
     where, params = ("1", []) if roots is None else roots_clause("s.cwd_real", roots)
     by_kind = redaction_totals(conn, where, params)
-    return wire.RedactionStatus(total=sum(by_kind.values()), by_kind=by_kind, rules=rules.fingerprint,
-                                extra_patterns=[name for name, _ in rules.extra], allowlisted=len(rules.allow))
+    return wire.RedactionStatus(
+        total=sum(by_kind.values()),
+        by_kind=by_kind,
+        rules=rules.fingerprint,
+        extra_patterns=[name for name, _ in rules.extra],
+        allowlisted=len(rules.allow),
+    )

@@ -59,7 +59,17 @@ __all__ = [
 # Roles Pi keeps in the model context (`convertToLlm`). `hookMessage` is the
 # v2 name of `custom`; Pi renames it when it loads a v2 file.
 _LLM_ROLES = frozenset(
-    {"system", "user", "assistant", "toolResult", "custom", "hookMessage", "bashExecution", "branchSummary", "compactionSummary"}
+    {
+        "system",
+        "user",
+        "assistant",
+        "toolResult",
+        "custom",
+        "hookMessage",
+        "bashExecution",
+        "branchSummary",
+        "compactionSummary",
+    }
 )
 
 
@@ -113,7 +123,12 @@ def node_facts(entry_type: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make_node(
-    entry_id: str, parent_id: str | None, entry_type: str, role: str | None, ordinal: int, facts: Mapping[str, Any] | None = None
+    entry_id: str,
+    parent_id: str | None,
+    entry_type: str,
+    role: str | None,
+    ordinal: int,
+    facts: Mapping[str, Any] | None = None,
 ) -> Node:
     facts = facts or {}
     return Node(
@@ -256,7 +271,9 @@ def classify(nodes: Iterable[Node], last_id: str | None = None) -> TreeState:
                 if yields_model_message(n):
                     selection[n.entry_id] = before_state
             elif n.type == "message" and n.role == "system":
-                selection[n.entry_id] = SelectionState.SUMMARIZED  # Pi drops it; the compaction's checkpoint replaces it
+                selection[n.entry_id] = (
+                    SelectionState.SUMMARIZED
+                )  # Pi drops it; the compaction's checkpoint replaces it
             elif n.type == "compaction":
                 selection[n.entry_id] = SelectionState.SUMMARIZED  # listed by Pi, but superseded
             else:
@@ -282,9 +299,7 @@ def classify(nodes: Iterable[Node], last_id: str | None = None) -> TreeState:
             for other in abandoned_segment(by_id, n.from_id, n.parent_id):
                 if other not in on_path and selection[other] is SelectionState.NOT_SELECTED:
                     selection[other] = SelectionState.SUMMARIZED
-    return TreeState(
-        leaf_id, True, tuple(path), branch, selection, path[comp_idx] if comp_idx is not None else None
-    )
+    return TreeState(leaf_id, True, tuple(path), branch, selection, path[comp_idx] if comp_idx is not None else None)
 
 
 # -- navigation -------------------------------------------------------------

@@ -114,8 +114,9 @@ class Visibility:
         own_cap = self.cap(self.scope.current_session)
         caps = [(self.scope.current_session, -1 if own_cap is None else own_cap)]
         # Forks outside the authorized roots are invisible anyway: look only under them.
-        for child in child_sessions(self.conn, self._cutoff_parents(), exclude=self.scope.current_session,
-                                    roots=self.scope.roots):
+        for child in child_sessions(
+            self.conn, self._cutoff_parents(), exclude=self.scope.current_session, roots=self.scope.roots
+        ):
             ordinal = self._ordinal_of_cutoff(child)
             if ordinal is not None:
                 caps.append((child, ordinal))
@@ -173,7 +174,9 @@ class Visibility:
         fork = nb.stopped_at_fork
         if fork is not None:
             nb.stopped_at_fork = (
-                wire.ForkStop(at=fork.at, candidates=[c for c in fork.candidates if c in seen]) if fork.at in seen else None
+                wire.ForkStop(at=fork.at, candidates=[c for c in fork.candidates if c in seen])
+                if fork.at in seen
+                else None
             )
         return result
 
@@ -182,7 +185,9 @@ class Visibility:
         if self.unrestricted:
             return result
         sid = result.session_id
-        pairs = {(n.session_id, n.entry_id) for n in (result.node, result.parent, *result.children, *result.siblings) if n}
+        pairs = {
+            (n.session_id, n.entry_id) for n in (result.node, result.parent, *result.children, *result.siblings) if n
+        }
         if result.materialized_leaf.entry_id:
             pairs.add((sid, result.materialized_leaf.entry_id))
         if result.toward_leaf is not None:

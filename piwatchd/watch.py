@@ -178,8 +178,10 @@ class Watcher:
                 log.warning("sessions root %s disappeared; watching it again when it returns", root)
                 self._drop(root, current)
             return
-        if current is not None and current.ino == st.st_ino and (
-            not self._observer.is_alive() or self._emitter_alive(current)
+        if (
+            current is not None
+            and current.ino == st.st_ino
+            and (not self._observer.is_alive() or self._emitter_alive(current))
         ):
             return
         if current is not None:

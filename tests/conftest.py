@@ -60,7 +60,13 @@ def v3_header(sid="s-1", cwd="/work/proj", **extra):
 
 
 def msg(eid, parent, role, content, ts="2026-05-01T10:00:01.000Z", **extra):
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": {"role": role, "content": content, **extra}}
+    return {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": ts,
+        "message": {"role": role, "content": content, **extra},
+    }
 
 
 @pytest.fixture

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 __all__ = ["JWT", "LOOKALIKES", "OPENSSH_BLOCK", "PEM_BLOCK", "PLANTED"]
 
-JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJwbGFudGVkLXVzZXIiLCJpYXQiOjE3MTYyMzkwMjJ9"
-       ".Xb7nqK2vT9cWm3LpR8sYd4FhG6jA1eZuN5oQwE0iBtU")
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJwbGFudGVkLXVzZXIiLCJpYXQiOjE3MTYyMzkwMjJ9"
+    ".Xb7nqK2vT9cWm3LpR8sYd4FhG6jA1eZuN5oQwE0iBtU"
+)
 
 PEM_BLOCK = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -34,31 +36,72 @@ PLANTED: list[tuple[str, str, str]] = [
     ("private-key", f"$ cat ~/.ssh/id_ed25519\n{OPENSSH_BLOCK}\n", OPENSSH_BLOCK),
     ("jwt", f"> Authorization: Bearer {JWT}", JWT),
     ("aws-access-key", "export AWS_ACCESS_KEY_ID=AKIAQ3PLANTEDZX7WY4M", "AKIAQ3PLANTEDZX7WY4M"),
-    ("aws-secret-key", "aws_secret_access_key = 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", "Zq8vN3pL2xR7tY5wK9mB4cF6hJ1gD0sA/PlantE+"),
-    ("gcp-api-key", 'const firebaseConfig = { apiKey: "AIzaSyC4plantedQ9x2LmN7vB3kR8tW5yZ1cD0e" }', "AIzaSyC4plantedQ9x2LmN7vB3kR8tW5yZ1cD0e"),
-    ("azure-storage-key",
-     "DefaultEndpointsProtocol=https;AccountName=plantedacct;AccountKey=" + "k7Qp2Lx9" * 11 + ";EndpointSuffix=core.windows.net",
-     "k7Qp2Lx9" * 11),
-    ("azure-client-secret", "AZURE_CLIENT_SECRET value: Abc8Q~pLaNtEd2x7Vq9Lm4Nb6Kj3Hg1Fd5Sa0Zx", "Abc8Q~pLaNtEd2x7Vq9Lm4Nb6Kj3Hg1Fd5Sa0Zx"),
-    ("github-token", "remote: git push https://x-access-token@github.com with GH_TOKEN ghp_pLaNtEd4x9Q2vL7mN3bK8tR5wY1cZ6dF0gH2J",
-     "ghp_pLaNtEd4x9Q2vL7mN3bK8tR5wY1cZ6dF0gH2J"),
-    ("github-token", "token github_pat_11APLANTED0x9Qv2Lm7Nb3_k8Tr5Wy1Cz6Df0Gh2JpLaNtEdXx4Vq9Lm4Nb6Kj3Hg1Fd5Sa0ZxYw",
-     "github_pat_11APLANTED0x9Qv2Lm7Nb3_k8Tr5Wy1Cz6Df0Gh2JpLaNtEdXx4Vq9Lm4Nb6Kj3Hg1Fd5Sa0ZxYw"),
+    (
+        "aws-secret-key",
+        "aws_secret_access_key = Zq8vN3pL2xR7tY5wK9mB4cF6hJ1gD0sA/PlantE+",
+        "Zq8vN3pL2xR7tY5wK9mB4cF6hJ1gD0sA/PlantE+",
+    ),
+    (
+        "gcp-api-key",
+        'const firebaseConfig = { apiKey: "AIzaSyC4plantedQ9x2LmN7vB3kR8tW5yZ1cD0e" }',
+        "AIzaSyC4plantedQ9x2LmN7vB3kR8tW5yZ1cD0e",
+    ),
+    (
+        "azure-storage-key",
+        "DefaultEndpointsProtocol=https;AccountName=plantedacct;AccountKey="
+        + "k7Qp2Lx9" * 11
+        + ";EndpointSuffix=core.windows.net",
+        "k7Qp2Lx9" * 11,
+    ),
+    (
+        "azure-client-secret",
+        "AZURE_CLIENT_SECRET value: Abc8Q~pLaNtEd2x7Vq9Lm4Nb6Kj3Hg1Fd5Sa0Zx",
+        "Abc8Q~pLaNtEd2x7Vq9Lm4Nb6Kj3Hg1Fd5Sa0Zx",
+    ),
+    (
+        "github-token",
+        "remote: git push https://x-access-token@github.com with GH_TOKEN ghp_pLaNtEd4x9Q2vL7mN3bK8tR5wY1cZ6dF0gH2J",
+        "ghp_pLaNtEd4x9Q2vL7mN3bK8tR5wY1cZ6dF0gH2J",
+    ),
+    (
+        "github-token",
+        "token github_pat_11APLANTED0x9Qv2Lm7Nb3_k8Tr5Wy1Cz6Df0Gh2JpLaNtEdXx4Vq9Lm4Nb6Kj3Hg1Fd5Sa0ZxYw",
+        "github_pat_11APLANTED0x9Qv2Lm7Nb3_k8Tr5Wy1Cz6Df0Gh2JpLaNtEdXx4Vq9Lm4Nb6Kj3Hg1Fd5Sa0ZxYw",
+    ),
     ("gitlab-token", "glab auth login --token glpat-PlAnTeD9x2Qv7Lm3Nb8K", "glpat-PlAnTeD9x2Qv7Lm3Nb8K"),
-    ("slack-token", "SLACK bot xoxb-2048115671-4096227341-pLaNtEdQ9x2vL7mN3bK8tR5w", "xoxb-2048115671-4096227341-pLaNtEdQ9x2vL7mN3bK8tR5w"),
-    ("slack-webhook", "curl -X POST https://hooks.slack.com/services/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 -d @msg.json",
-     "https://hooks.slack.com/services/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"),
+    (
+        "slack-token",
+        "SLACK bot xoxb-2048115671-4096227341-pLaNtEdQ9x2vL7mN3bK8tR5w",
+        "xoxb-2048115671-4096227341-pLaNtEdQ9x2vL7mN3bK8tR5w",
+    ),
+    (
+        "slack-webhook",
+        "curl -X POST https://hooks.slack.com/services/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 -d @msg.json",
+        "https://hooks.slack.com/services/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",
+    ),
     ("stripe-key", "stripe.api_key = 'sk_live_51PlAnTeDq9X2vL7mN3bK8tR5'", "sk_live_51PlAnTeDq9X2vL7mN3bK8tR5"),
-    ("anthropic-key", "ANTHROPIC_API_KEY=sk-ant-api03-pLaNtEd9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7Bv3Cx8Zq5Wa1Sd6Fg0Hj-AbCdEfAA",
-     "sk-ant-api03-pLaNtEd9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7Bv3Cx8Zq5Wa1Sd6Fg0Hj-AbCdEfAA"),
-    ("openai-key", "client = OpenAI(api_key=\"sk-proj-PlAnTeD9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7\")",
-     "sk-proj-PlAnTeD9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7"),
-    ("openai-key", "OPENAI_API_KEY: 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",
-     "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"),
+    (
+        "anthropic-key",
+        "ANTHROPIC_API_KEY=sk-ant-api03-pLaNtEd9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7Bv3Cx8Zq5Wa1Sd6Fg0Hj-AbCdEfAA",
+        "sk-ant-api03-pLaNtEd9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7Bv3Cx8Zq5Wa1Sd6Fg0Hj-AbCdEfAA",
+    ),
+    (
+        "openai-key",
+        'client = OpenAI(api_key="sk-proj-PlAnTeD9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7")',
+        "sk-proj-PlAnTeD9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0Fg4Hj2Kl9Mn7",
+    ),
+    (
+        "openai-key",
+        "OPENAI_API_KEY: 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",
+        "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",
+    ),
     ("basic-auth", "DATABASE_URL postgres://app:Pl4ntedPassw0rd@db.internal:5432/app", "Pl4ntedPassw0rd"),
     ("basic-auth", "git clone https://deploy:gh0stPl4nted@git.example.com/team/repo.git", "gh0stPl4nted"),
-    ("bearer-token", "curl -H 'Authorization: Bearer pLaNtEd0paque9x2Qv7Lm3Nb8Kt5Rw' https://api.example.com/v1/me",
-     "pLaNtEd0paque9x2Qv7Lm3Nb8Kt5Rw"),
+    (
+        "bearer-token",
+        "curl -H 'Authorization: Bearer pLaNtEd0paque9x2Qv7Lm3Nb8Kt5Rw' https://api.example.com/v1/me",
+        "pLaNtEd0paque9x2Qv7Lm3Nb8Kt5Rw",
+    ),
     ("assigned-secret", "DB_PASSWORD=Pl4nted!Pass", "Pl4nted!Pass"),
     ("assigned-secret", "export SERVICE_TOKEN=9f8PLANTEDa7c6b5d4e3f2a1", "9f8PLANTEDa7c6b5d4e3f2a1"),
     ("assigned-secret", "JWT_SECRET='PlantedS3cretValue!x9'", "PlantedS3cretValue!x9"),

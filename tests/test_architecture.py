@@ -50,7 +50,9 @@ def named(folder: str, body: str) -> tuple[set[str], set[str]]:
 
 def test_every_section_exists():
     missing = set(SECTIONS) - set(sections(DOC.read_text()))
-    assert not missing, f"ARCHITECTURE.md lacks the section(s) {sorted(missing)}: add a `## <path> (...)` heading for each"
+    assert not missing, (
+        f"ARCHITECTURE.md lacks the section(s) {sorted(missing)}: add a `## <path> (...)` heading for each"
+    )
 
 
 def test_every_module_is_named_in_its_section():
@@ -71,7 +73,9 @@ def test_every_named_module_exists():
         local, repo_wide = named(folder, body)
         for name in sorted(local):
             if not (REPO / folder / name).is_file():
-                problems.append(f"`{name}` under `## {folder}`: {folder}{name} does not exist (renamed or removed? fix the line)")
+                problems.append(
+                    f"`{name}` under `## {folder}`: {folder}{name} does not exist (renamed or removed? fix the line)"
+                )
         for name in sorted(repo_wide):
             if not any((base / name).is_file() for base in [REPO, *(REPO / f for f in SECTIONS)]):
                 problems.append(f"`{name}` under `## {folder}` does not exist anywhere")

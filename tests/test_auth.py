@@ -59,7 +59,9 @@ def test_symlinks_are_resolved(tmp_path):
     assert resolve_scope({"cwd": str(link)}).roots == (os.path.realpath(target),)
 
 
-@pytest.mark.parametrize("caller", [None, "x", {}, {"cwd": "relative/path"}, {"workspaceRoot": 3}, {"cwd": "/x", "extraRoots": "/y"}])
+@pytest.mark.parametrize(
+    "caller", [None, "x", {}, {"cwd": "relative/path"}, {"workspaceRoot": 3}, {"cwd": "/x", "extraRoots": "/y"}]
+)
 def test_bad_callers_are_clear_errors(caller):
     with pytest.raises(ScopeError):
         resolve_scope(caller)

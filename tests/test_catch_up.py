@@ -20,17 +20,26 @@ from piwatchd.server import Server
 BIN = Path(sys.executable).parent
 
 
-@pytest.mark.parametrize("snapshot, message", [
-    ({}, None),  # no service (the CLI's in-process fallback)
-    ({"phase": "idle", "startup_seconds": 1.5, "files_known": 60, "backlog_files": 0}, None),  # caught up
-    ({"phase": "stopped", "startup_seconds": None}, None),
-    ({"phase": "scanning", "startup_seconds": None, "files_known": 0, "backlog_files": 0},
-     "indexing: listing the session files, results may be incomplete"),
-    ({"phase": "ingesting", "startup_seconds": None, "files_known": 60, "backlog_files": 41},
-     "indexing: 19 of 60 files, results may be incomplete"),
-    ({"phase": "idle", "startup_seconds": None, "files_known": 5, "backlog_files": 9},
-     "indexing: 0 of 5 files, results may be incomplete"),
-])
+@pytest.mark.parametrize(
+    "snapshot, message",
+    [
+        ({}, None),  # no service (the CLI's in-process fallback)
+        ({"phase": "idle", "startup_seconds": 1.5, "files_known": 60, "backlog_files": 0}, None),  # caught up
+        ({"phase": "stopped", "startup_seconds": None}, None),
+        (
+            {"phase": "scanning", "startup_seconds": None, "files_known": 0, "backlog_files": 0},
+            "indexing: listing the session files, results may be incomplete",
+        ),
+        (
+            {"phase": "ingesting", "startup_seconds": None, "files_known": 60, "backlog_files": 41},
+            "indexing: 19 of 60 files, results may be incomplete",
+        ),
+        (
+            {"phase": "idle", "startup_seconds": None, "files_known": 5, "backlog_files": 9},
+            "indexing: 0 of 5 files, results may be incomplete",
+        ),
+    ],
+)
 def test_catch_up_warning_table(snapshot, message):
     got = [w.message for w in _catch_up_warnings(snapshot) if w.code == "indexing"]
     assert got == ([] if message is None else [message])
@@ -55,12 +64,14 @@ def catching_up(short_tmp):
 
 def cli(server, proj, *args):
     env = {**os.environ, "PIWATCH_SOCKET": str(server.path)}
-    return subprocess.run([str(BIN / "piwatch"), *args], env=env, cwd=str(proj), capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [str(BIN / "piwatch"), *args], env=env, cwd=str(proj), capture_output=True, text=True, timeout=60
+    )
 
 
-@pytest.mark.parametrize("args", [["search", "pelican"], ["search", "nothingmatches"], ["sessions"],
-                                  ["read", "s", "e"]])
+@pytest.mark.parametrize(
+    "args", [["search", "pelican"], ["search", "nothingmatches"], ["sessions"], ["read", "s", "e"]]
+)
 def test_cli_prints_one_stderr_line_and_json_carries_it(catching_up, args):
     server, proj, progress = catching_up
     out = cli(server, proj, *args)

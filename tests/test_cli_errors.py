@@ -54,8 +54,14 @@ def test_bad_database_exits_1_naming_the_file(world, tmp_path):
     empty_dir = tmp_path / "a-directory"
     empty_dir.mkdir()
     for db in (garbage, empty_dir, tmp_path / "missing.sqlite3"):
-        for args in (["search", "x"], ["status"], ["sessions"], ["read", "s", "e"], ["trace", "s", "e"],
-                     ["index", "--once", "--sessions", str(world.root)]):
+        for args in (
+            ["search", "x"],
+            ["status"],
+            ["sessions"],
+            ["read", "s", "e"],
+            ["trace", "s", "e"],
+            ["index", "--once", "--sessions", str(world.root)],
+        ):
             out = world.cli(*args, "--db", str(db))
             if db.name == "missing.sqlite3" and args[0] == "index":
                 assert out.returncode == 0, out.stderr  # a new index is created there
@@ -73,14 +79,17 @@ def test_index_once_names_a_missing_sessions_directory(world, tmp_path):
         assert "no sessions directory at" in one_line_error(out)
 
 
-@pytest.mark.parametrize("values, problem", [
-    ({"query": ["ok"], "limit": 20}, None),
-    ({"query": ["a\udcff"]}, "query: b'a\\xff' is not valid UTF-8"),
-    ({"db": "/tmp/\udcff.sqlite3", "query": ["x"]}, None),  # paths may hold any bytes
-    ({"limit": 2**60}, "--limit: 1152921504606846976… is out of range"),
-    ({"wait": float("inf")}, "--wait: inf is not a finite number"),
-    ({"wait": float("nan")}, "--wait: nan is not a finite number"),
-    ({"all": True, "json": False}, None),
-])
+@pytest.mark.parametrize(
+    "values, problem",
+    [
+        ({"query": ["ok"], "limit": 20}, None),
+        ({"query": ["a\udcff"]}, "query: b'a\\xff' is not valid UTF-8"),
+        ({"db": "/tmp/\udcff.sqlite3", "query": ["x"]}, None),  # paths may hold any bytes
+        ({"limit": 2**60}, "--limit: 1152921504606846976… is out of range"),
+        ({"wait": float("inf")}, "--wait: inf is not a finite number"),
+        ({"wait": float("nan")}, "--wait: nan is not a finite number"),
+        ({"all": True, "json": False}, None),
+    ],
+)
 def test_argument_problem_table(values, problem):
     assert argument_problem(values) == problem

@@ -27,17 +27,20 @@ class Stream:
         return self.tty
 
 
-@pytest.mark.parametrize("mode, tty, env, want", [
-    ("auto", True, {}, True),
-    ("auto", False, {}, False),
-    ("auto", True, {"NO_COLOR": "1"}, False),
-    ("auto", True, {"NO_COLOR": ""}, True),  # no-color.org: set *and not empty*
-    ("auto", True, {"TERM": "dumb"}, False),
-    ("always", False, {}, True),
-    ("always", True, {"NO_COLOR": "1"}, True),  # an explicit flag wins, as in rg
-    ("never", True, {}, False),
-    ("never", False, {}, False),
-])
+@pytest.mark.parametrize(
+    "mode, tty, env, want",
+    [
+        ("auto", True, {}, True),
+        ("auto", False, {}, False),
+        ("auto", True, {"NO_COLOR": "1"}, False),
+        ("auto", True, {"NO_COLOR": ""}, True),  # no-color.org: set *and not empty*
+        ("auto", True, {"TERM": "dumb"}, False),
+        ("always", False, {}, True),
+        ("always", True, {"NO_COLOR": "1"}, True),  # an explicit flag wins, as in rg
+        ("never", True, {}, False),
+        ("never", False, {}, False),
+    ],
+)
 def test_when_to_colour(mode, tty, env, want):
     assert use_colour(mode, Stream(tty), env) is want
 
@@ -71,10 +74,13 @@ def test_colour_only_adds_escapes(text, spans):
 
 @pytest.fixture
 def db(index_dir):
-    index_dir.write("a.jsonl", jsonl(
-        v3_header("s-1", "/work/proj"),
-        msg("u1", None, "user", [{"type": "text", "text": "the flaky websocket reconnect"}]),
-    ))
+    index_dir.write(
+        "a.jsonl",
+        jsonl(
+            v3_header("s-1", "/work/proj"),
+            msg("u1", None, "user", [{"type": "text", "text": "the flaky websocket reconnect"}]),
+        ),
+    )
     index_dir.index()
     return index_dir.db
 

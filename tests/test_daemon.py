@@ -29,8 +29,9 @@ def write(root: Path, folder: str, sid: str, cwd: str, *texts: str) -> Path:
     entries, parent = [], None
     for i, t in enumerate(texts):
         eid = f"{sid}-e{i}"
-        entries.append(msg(eid, parent, "user" if i % 2 == 0 else "assistant",
-                           t if i % 2 == 0 else [{"type": "text", "text": t}]))
+        entries.append(
+            msg(eid, parent, "user" if i % 2 == 0 else "assistant", t if i % 2 == 0 else [{"type": "text", "text": t}])
+        )
         parent = eid
     p = d / f"{sid}.jsonl"
     p.write_bytes(jsonl(v3_header(sid, cwd), *entries))
@@ -61,24 +62,38 @@ class World:
         (self.proj / ".git").mkdir(parents=True)
         (self.base / "proj2").mkdir()
         (self.base / "link").symlink_to(self.proj)
-        self.env = {**os.environ, "PIWATCH_SOCKET": str(self.sock), "PIWATCH_DB": str(self.db),
-                    "PIWATCH_CONFIG": str(base / "none.toml")}
+        self.env = {
+            **os.environ,
+            "PIWATCH_SOCKET": str(self.sock),
+            "PIWATCH_DB": str(self.db),
+            "PIWATCH_CONFIG": str(base / "none.toml"),
+        }
         self.proc: subprocess.Popen | None = None
 
     def start(self, wait=True) -> subprocess.Popen:
-        proc = subprocess.Popen([str(BIN / "piwatchd"), "--sessions", str(self.root), "--settle", "0.02",
-                                 "--max-latency", "0.2"], env=self.env, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(BIN / "piwatchd"), "--sessions", str(self.root), "--settle", "0.02", "--max-latency", "0.2"],
+            env=self.env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if wait:
             self.proc = proc  # the primary instance; a refused second one is not tracked here
-            wait_for(lambda: self.client().status()["service"]["pid"] == proc.pid
-                     and self.client().status()["service"]["phase"] == "idle")
+            wait_for(
+                lambda: (
+                    self.client().status()["service"]["pid"] == proc.pid
+                    and self.client().status()["service"]["phase"] == "idle"
+                )
+            )
         return proc
 
     def client(self, caller=None) -> Client:
         return Client(self.sock, caller=caller, timeout=10)
 
     def cli(self, *args, cwd=None):
-        return subprocess.run([str(BIN / "piwatch"), *args], env=self.env, cwd=cwd, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [str(BIN / "piwatch"), *args], env=self.env, cwd=cwd, capture_output=True, text=True, timeout=60
+        )
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -98,11 +113,18 @@ def world(short_tmp):
     # A fork into this project of the other project's session: it copies the parent's first entry.
     other = (w.root / "c" / "s-prefix.jsonl").read_text().splitlines()
     (w.root / "f").mkdir()
-    (w.root / "f" / "s-fork.jsonl").write_text("\n".join([
-        json.dumps(v3_header("s-fork", str(w.proj), parentSession=str(w.root / "c" / "s-prefix.jsonl"))),
-        other[1],
-        json.dumps(msg("s-fork-e1", "s-prefix-e0", "assistant", [{"type": "text", "text": "kraken forked reply"}])),
-    ]) + "\n")
+    (w.root / "f" / "s-fork.jsonl").write_text(
+        "\n".join(
+            [
+                json.dumps(v3_header("s-fork", str(w.proj), parentSession=str(w.root / "c" / "s-prefix.jsonl"))),
+                other[1],
+                json.dumps(
+                    msg("s-fork-e1", "s-prefix-e0", "assistant", [{"type": "text", "text": "kraken forked reply"}])
+                ),
+            ]
+        )
+        + "\n"
+    )
     w.start()
     yield w
     w.stop()
@@ -175,7 +197,9 @@ def test_cli_talks_to_the_daemon_and_falls_back(world):
     assert "s-prefix" not in {h["sessionId"] for h in json.loads(out.stdout)["hits"]}
     (world.base / "nowhere").mkdir()
     elsewhere = world.cli("search", "kraken", cwd=str(world.base / "nowhere"))
-    assert elsewhere.returncode == 0 and "no hits in the sessions of" in elsewhere.stdout and "--all" in elsewhere.stdout
+    assert (
+        elsewhere.returncode == 0 and "no hits in the sessions of" in elsewhere.stdout and "--all" in elsewhere.stdout
+    )
     assert "Warning" not in elsewhere.stderr
     everything = json.loads(world.cli("search", "kraken", "--json", "--all").stdout)
     assert "s-prefix" in {h["sessionId"] for h in everything["hits"]}

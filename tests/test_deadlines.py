@@ -41,8 +41,9 @@ def served(short_tmp):
     index_once(db, [str(root)])
     commits = CommitSignal()
     api = Api(db, commits=commits, session_roots=(str(root),))
-    server = Server(short_tmp / "run" / "s.sock", api.handle, hello=api.hello, limits=Limits(),
-                    on_connection_end=api.readers.reset)
+    server = Server(
+        short_tmp / "run" / "s.sock", api.handle, hello=api.hello, limits=Limits(), on_connection_end=api.readers.reset
+    )
     server.start()
     yield server, proj, root, db, path, commits
     server.stop()
@@ -148,7 +149,8 @@ def test_every_request_has_a_budget(served):
     with open(path, "ab") as fh:
         fh.write(jsonl(msg("e2", "e0", "user", "walrus never ingested")))
     t = time.monotonic()
-    response = api.handle("search", {"query": "walrus", "filters": {"sessionId": ["s-live"]}, "waitSeconds": 10},
-                          {"cwd": str(proj)})
+    response = api.handle(
+        "search", {"query": "walrus", "filters": {"sessionId": ["s-live"]}, "waitSeconds": 10}, {"cwd": str(proj)}
+    )
     assert time.monotonic() - t < 1.0  # the budget, not waitSeconds, bounds the wait
     assert response.ok or response.error.code == "timeout"

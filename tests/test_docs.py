@@ -38,7 +38,8 @@ def _tracked_text_files():
 def test_repository_refers_to_nothing_beside_it():
     # A clone with nothing next to it must work: no file may reach into a sibling `shared/` folder.
     offenders = [
-        str(p.relative_to(REPO)) for p in _tracked_text_files()
+        str(p.relative_to(REPO))
+        for p in _tracked_text_files()
         if p != Path(__file__) and re.search(r"\.\./shared|/work/shared", p.read_text(errors="replace"))
     ]
     assert offenders == []

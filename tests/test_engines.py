@@ -107,8 +107,12 @@ def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
     ts = sorted(r[0] for r in conn.execute("SELECT ts_ms FROM events WHERE ts_ms IS NOT NULL"))
     mid = ts[len(ts) // 2]
     path = conn.execute("SELECT path FROM file_evidence ORDER BY path LIMIT 1 OFFSET 3").fetchone()[0]
-    read = conn.execute("SELECT path FROM file_evidence WHERE mode='read' GROUP BY path ORDER BY count(*) DESC").fetchone()[0]
-    tool = conn.execute("SELECT tool_name FROM fragments WHERE tool_name IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC").fetchone()[0]
+    read = conn.execute(
+        "SELECT path FROM file_evidence WHERE mode='read' GROUP BY path ORDER BY count(*) DESC"
+    ).fetchone()[0]
+    tool = conn.execute(
+        "SELECT tool_name FROM fragments WHERE tool_name IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC"
+    ).fetchone()[0]
     return [
         ("none", SearchFilters()),
         ("kind", SearchFilters(kinds=("tool.result", "bash.output"))),
@@ -133,8 +137,15 @@ def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
         ("files any", SearchFilters(files=(path,))),
         ("files dir read", SearchFilters(files=(read.rsplit("/", 1)[0],), file_mode="read")),
         ("files changed", SearchFilters(files=(path,), file_mode="changed")),
-        ("combined", SearchFilters(kinds=("assistant.text", "user.text"), authorized_roots=("/work",),
-                                   branch_states=("selected",), since_ms=ts[0])),
+        (
+            "combined",
+            SearchFilters(
+                kinds=("assistant.text", "user.text"),
+                authorized_roots=("/work",),
+                branch_states=("selected",),
+                since_ms=ts[0],
+            ),
+        ),
     ]
 
 
@@ -231,8 +242,12 @@ def test_state_changes_reach_the_text_index(indexes, grown, queries):
     assert changed > 0
     differences = []
     for query in queries[:20]:
-        for states in ({"branch_states": ("alternate",)}, {"branch_states": ("selected",)},
-                       {"selection_states": ("summarized",)}, {"selection_states": ("direct",)}):
+        for states in (
+            {"branch_states": ("alternate",)},
+            {"branch_states": ("selected",)},
+            {"selection_states": ("summarized",)},
+            {"selection_states": ("direct",)},
+        ):
             f = replace(roots, **states)
             want = matching(indexes["fts5"], query, f)
             got = matching(grown, query, f)

@@ -54,12 +54,29 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
     for e in entries:
         if e["type"] == "message":
             roles[e["message"]["role"]] = roles.get(e["message"]["role"], 0) + 1
-    assert dict(conn.execute("SELECT role, count(*) FROM events WHERE session_id=? AND type='message' GROUP BY role", (sid,)).fetchall()) == roles
+    assert (
+        dict(
+            conn.execute(
+                "SELECT role, count(*) FROM events WHERE session_id=? AND type='message' GROUP BY role", (sid,)
+            ).fetchall()
+        )
+        == roles
+    )
     # Tool calls and results pair up by toolCallId; the leftovers are the aborted calls.
-    calls = {r[0] for r in conn.execute(
-        "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_id=? AND f.kind='tool.call'", (sid,))}
-    results = {r[0] for r in conn.execute(
-        "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_id=? AND f.kind='tool.result'", (sid,))}
+    calls = {
+        r[0]
+        for r in conn.execute(
+            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_id=? AND f.kind='tool.call'",
+            (sid,),
+        )
+    }
+    results = {
+        r[0]
+        for r in conn.execute(
+            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_id=? AND f.kind='tool.result'",
+            (sid,),
+        )
+    }
     assert results <= calls
     assert len(calls - results) == aborted_calls
 
@@ -67,7 +84,10 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
 def test_v1_compaction_first_kept_index_resolves(indexed):
     _, conn, _ = indexed
     sid = source_lines(f"{V1}/before-compaction.jsonl")[0]["id"]
-    metas = [json.loads(m) for (m,) in conn.execute("SELECT meta FROM events WHERE session_id=? AND type='compaction'", (sid,))]
+    metas = [
+        json.loads(m)
+        for (m,) in conn.execute("SELECT meta FROM events WHERE session_id=? AND type='compaction'", (sid,))
+    ]
     assert len(metas) == 2
     lines = source_lines(f"{V1}/before-compaction.jsonl")
     for meta in metas:
@@ -82,7 +102,9 @@ def test_v1_compaction_first_kept_index_resolves(indexed):
 def test_branched_from_and_thirdparty_files(indexed):
     summary, conn, _ = indexed
     assert summary["problems"] == []
-    parent = conn.execute("SELECT parent_session FROM sessions WHERE session_id='ffae836b-9420-4060-ac13-7745215f90ff'").fetchone()[0]
+    parent = conn.execute(
+        "SELECT parent_session FROM sessions WHERE session_id='ffae836b-9420-4060-ac13-7745215f90ff'"
+    ).fetchone()[0]
     assert parent.endswith("d97339c6-6c10-4827-846b-9ff1d9c3dc37.jsonl")
     # The irregular OpenClaw file indexes what it can: every line is an event.
     irregular = source_lines("third-party/openclaw-irregular.jsonl")
@@ -98,7 +120,9 @@ def test_fixture_events_record_source_locators(indexed):
     path = sessions / "large-session.jsonl"
     data = path.read_bytes()
     sid = source_lines(path)[0]["id"]
-    for offset, length in conn.execute("SELECT byte_offset, byte_len FROM events WHERE session_id=? ORDER BY ordinal", (sid,)):
+    for offset, length in conn.execute(
+        "SELECT byte_offset, byte_len FROM events WHERE session_id=? ORDER BY ordinal", (sid,)
+    ):
         line = data[offset : offset + length]
         assert line.endswith(b"\n") and json.loads(line)["type"]
 

@@ -30,11 +30,13 @@ def api():
     (base / "proj" / ".git").mkdir(parents=True)
     root = base / "sessions" / "a"
     root.mkdir(parents=True)
-    (root / "s1.jsonl").write_bytes(jsonl(
-        v3_header("s1", str(base / "proj")),
-        msg("e0", None, "user", "fuzzy words here"),
-        msg("e1", "e0", "assistant", [{"type": "text", "text": "fuzzy answer"}]),
-    ))
+    (root / "s1.jsonl").write_bytes(
+        jsonl(
+            v3_header("s1", str(base / "proj")),
+            msg("e0", None, "user", "fuzzy words here"),
+            msg("e1", "e0", "assistant", [{"type": "text", "text": "fuzzy answer"}]),
+        )
+    )
     db = base / "db.sqlite3"
     index_once(db, [str(base / "sessions")])
     yield Api(db, session_roots=(str(base / "sessions"),), request_budget=2.0), base
@@ -51,8 +53,11 @@ scalars = st.one_of(
     st.binary(max_size=20),
     st.sampled_from(["", "/", "/tmp", "s1", "e0", "\x00", "/a\x00b", "x" * 3000, "fuzzy", '"', "*", "NOT"]),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                      max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def maps(fields):
@@ -64,8 +69,10 @@ def maps(fields):
 callers = st.one_of(
     values,
     maps(CALLER_FIELDS),
-    st.fixed_dictionaries({"cwd": st.sampled_from(["/tmp", "/", "relative", "/a\x00"])}, optional={
-        "sessionId": values, "cutoffEntryId": values, "sessionFile": values, "extraRoots": values}),
+    st.fixed_dictionaries(
+        {"cwd": st.sampled_from(["/tmp", "/", "relative", "/a\x00"])},
+        optional={"sessionId": values, "cutoffEntryId": values, "sessionFile": values, "extraRoots": values},
+    ),
     st.just({"all": True}),
 )
 
@@ -75,13 +82,20 @@ def args_for(op):
     # Every real field, each present or not, with a value of any type.
     base = st.one_of(values, maps(fields), st.fixed_dictionaries({}, optional=dict.fromkeys(fields, values)))
     if op == "search":
-        base = base | st.fixed_dictionaries({"query": st.text(max_size=30) | values},
-                                            optional={"filters": maps(FILTER_FIELDS) | values,
-                                                      "limit": values, "offset": values, "waitSeconds": values})
+        base = base | st.fixed_dictionaries(
+            {"query": st.text(max_size=30) | values},
+            optional={
+                "filters": maps(FILTER_FIELDS) | values,
+                "limit": values,
+                "offset": values,
+                "waitSeconds": values,
+            },
+        )
     if op in ("read", "trace"):
-        base = base | st.fixed_dictionaries({"sessionId": st.sampled_from(["s1", "nope"]) | values,
-                                             "entryId": st.sampled_from(["e0", "e1"]) | values},
-                                            optional={k: values for k in fields if k not in ("sessionId", "entryId")})
+        base = base | st.fixed_dictionaries(
+            {"sessionId": st.sampled_from(["s1", "nope"]) | values, "entryId": st.sampled_from(["e0", "e1"]) | values},
+            optional={k: values for k in fields if k not in ("sessionId", "entryId")},
+        )
     return base
 
 

@@ -89,16 +89,36 @@ def test_non_regular_files_never_block_and_are_reported(live):
     sock.close()
 
 
-@pytest.mark.parametrize("name, bad", [
-    ("tool-args", lambda p: msg("s-b", p, "assistant", [{"type": "toolCall", "id": "t1", "name": "bash",
-                                                          "arguments": deep(300)}])),
-    ("display", lambda p: {"type": "custom_message", "id": "s-b", "parentId": p, "customType": "k",
-                           "display": deep(300), "content": "shown"}),
-    ("label-target", lambda p: {"type": "label", "id": "s-b", "parentId": p, "targetId": deep(300), "label": "x"}),
-    ("tool-result", lambda p: msg("s-b", p, "toolResult", [{"type": "text", "text": "r"}],
-                                  toolCallId=deep(300), toolName=["x"])),
-    ("model", lambda p: {"type": "model_change", "id": "s-b", "parentId": p, "provider": deep(300)}),
-])
+@pytest.mark.parametrize(
+    "name, bad",
+    [
+        (
+            "tool-args",
+            lambda p: msg(
+                "s-b", p, "assistant", [{"type": "toolCall", "id": "t1", "name": "bash", "arguments": deep(300)}]
+            ),
+        ),
+        (
+            "display",
+            lambda p: {
+                "type": "custom_message",
+                "id": "s-b",
+                "parentId": p,
+                "customType": "k",
+                "display": deep(300),
+                "content": "shown",
+            },
+        ),
+        ("label-target", lambda p: {"type": "label", "id": "s-b", "parentId": p, "targetId": deep(300), "label": "x"}),
+        (
+            "tool-result",
+            lambda p: msg(
+                "s-b", p, "toolResult", [{"type": "text", "text": "r"}], toolCallId=deep(300), toolName=["x"]
+            ),
+        ),
+        ("model", lambda p: {"type": "model_change", "id": "s-b", "parentId": p, "provider": deep(300)}),
+    ],
+)
 def test_unstorable_entry_never_blocks_the_entries_after_it(live, name, bad):
     live.path.write_bytes(session("s-1"))
     d = live.daemon()
@@ -123,8 +143,9 @@ def test_bad_headers_and_huge_values_stay_contained(live):
     # A NUL in the recorded cwd; a huge session id; an unsupported first line with a huge value.
     (folder / "nul.jsonl").write_bytes(session("s-nul", cwd="/work/pr\x00oj"))
     huge = "h" * 200_000
-    (folder / "huge.jsonl").write_bytes(jsonl(v3_header("s-huge"), msg(huge, None, "user", "hugeid heron"),
-                                              msg(huge, None, "user", "hugeid repeated")))
+    (folder / "huge.jsonl").write_bytes(
+        jsonl(v3_header("s-huge"), msg(huge, None, "user", "hugeid heron"), msg(huge, None, "user", "hugeid repeated"))
+    )
     (folder / "other.jsonl").write_bytes(jsonl({"type": "x" * 1_000_000}))
     live.path.write_bytes(session("s-1"))
     d = live.daemon()
@@ -134,7 +155,9 @@ def test_bad_headers_and_huge_values_stay_contained(live):
         fh.write(after("s-nul", "s-nul-a", "pelican"))
     poll(lambda: search_cli(live.db, "pelican") == [("s-nul", "s-nul-z")], message="append after a NUL cwd")
     assert search_cli(live.db, "repeated") and not search_cli(live.db, "heron")  # the later copy wins, as in Pi
-    out = subprocess.run([PIWATCH, "status", "--db", str(live.db), "--json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [PIWATCH, "status", "--db", str(live.db), "--json"], capture_output=True, text=True, timeout=60
+    )
     # Every quoted source value is an excerpt: the whole status stays small.
     assert len(out.stdout) < 20_000, len(out.stdout)
     problems = json.loads(out.stdout)["sources"]["problems"]
@@ -193,8 +216,12 @@ def test_index_files_are_private(live):
         assert _mode(live.db) == 0o600
         assert d.stop() == 0
         fresh = live.base / "fresh" / "nested" / "index.sqlite3"
-        out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(fresh)],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(fresh)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert _mode(fresh) == 0o600 and _mode(fresh.parent) == 0o700
         assert not [p for p in fresh.parent.iterdir() if _mode(p) & 0o077]
@@ -222,8 +249,10 @@ def test_a_caller_naming_a_fifo_as_its_session_file_blocks_nothing(live):
     with open(live.path, "ab") as fh:
         fh.write(after("s-1", "s-1-a", "grebe"))
     poll(lambda: search_cli(live.db, "grebe") == [("s-1", "s-1-z")], message="append after a FIFO caller")
-    poll(lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(fifo)) == [("unreadable",)],
-         message="the FIFO recorded as unreadable")
+    poll(
+        lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(fifo)) == [("unreadable",)],
+        message="the FIFO recorded as unreadable",
+    )
     started = time.monotonic()
     assert d.stop() == 0 and time.monotonic() - started < 10
 

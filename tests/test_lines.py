@@ -9,7 +9,11 @@ from hypothesis import given, strategies as st
 from piwatchd.source.lines import RawLine, decode_line, split_complete_lines
 
 
-@given(st.lists(st.binary(max_size=40).filter(lambda b: b"\n" not in b), max_size=20), st.binary(max_size=30), st.integers(0, 10**9))
+@given(
+    st.lists(st.binary(max_size=40).filter(lambda b: b"\n" not in b), max_size=20),
+    st.binary(max_size=30),
+    st.integers(0, 10**9),
+)
 def test_split_keeps_only_complete_lines_and_offsets(lines, partial, base):
     partial = partial.replace(b"\n", b"")
     buf = b"".join(line + b"\n" for line in lines) + partial

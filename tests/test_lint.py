@@ -28,6 +28,13 @@ def test_ruff_check_passes():
     assert out.returncode == 0, f"`ruff check .` found problems:\n{out.stdout}{out.stderr}"
 
 
+def test_ruff_format_is_clean():
+    out = _run("ruff", "format", "--no-cache", "--check", ".")
+    assert out.returncode == 0, (
+        f"`ruff format --check .` would reformat (run `ruff format .`):\n{out.stdout}{out.stderr}"
+    )
+
+
 def test_mypy_passes():
     # The repository's own cache dir keeps repeated runs at a fraction of a second.
     out = _run("mypy")
@@ -36,5 +43,9 @@ def test_mypy_passes():
 
 def test_ci_runs_lint_and_types_before_the_tests():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
-    order = [line.strip() for line in ci if line.strip() in ("ruff check .", "mypy", "python -m pytest -q -p no:cacheprovider")]
-    assert order == ["ruff check .", "mypy", "python -m pytest -q -p no:cacheprovider"]
+    order = [
+        line.strip()
+        for line in ci
+        if line.strip() in ("ruff format --check .", "ruff check .", "mypy", "python -m pytest -q -p no:cacheprovider")
+    ]
+    assert order == ["ruff format --check .", "ruff check .", "mypy", "python -m pytest -q -p no:cacheprovider"]

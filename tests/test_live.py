@@ -43,8 +43,9 @@ def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
 
 
 class Daemon:
-    def __init__(self, root: Path, db: Path, *, user: int | None = None, scan_interval: float = 60.0,
-                 socket: Path | None = None):
+    def __init__(
+        self, root: Path, db: Path, *, user: int | None = None, scan_interval: float = 60.0, socket: Path | None = None
+    ):
         self.root, self.db, self.user, self.scan_interval = root, db, user, scan_interval
         self.socket = socket or db.parent / "d.sock"
         self.proc: subprocess.Popen | None = None
@@ -53,10 +54,26 @@ class Daemon:
     def start(self, wait=True):
         self._log_fh = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [PIWATCHD, "--sessions", str(self.root), "--db", str(self.db), "--settle", "0.05",
-             "--max-latency", "0.3", "--scan-interval", str(self.scan_interval), "--log-level", "debug",
-             "--socket", str(self.socket)],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, user=self.user,
+            [
+                PIWATCHD,
+                "--sessions",
+                str(self.root),
+                "--db",
+                str(self.db),
+                "--settle",
+                "0.05",
+                "--max-latency",
+                "0.3",
+                "--scan-interval",
+                str(self.scan_interval),
+                "--log-level",
+                "debug",
+                "--socket",
+                str(self.socket),
+            ],
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            user=self.user,
         )
         if wait:
             poll(self.started, 30, message="piwatchd start-up scan to finish")
@@ -103,7 +120,9 @@ def entry_ids(db: Path, session="s-1"):
 
 
 def search_cli(db: Path, *words) -> list[tuple[str, str]]:
-    out = subprocess.run([PIWATCH, "search", "--db", str(db), "--json", *words], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [PIWATCH, "search", "--db", str(db), "--json", *words], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     return [(h["sessionId"], h["entryId"]) for h in json.loads(out.stdout)["hits"]]
 
@@ -136,7 +155,11 @@ def live():
     shutil.rmtree(base, ignore_errors=True)
 
 
-BASE = jsonl(v3_header(), msg("a", None, "user", "alpha walrus"), msg("b", "a", "assistant", [{"type": "text", "text": "beta heron"}]))
+BASE = jsonl(
+    v3_header(),
+    msg("a", None, "user", "alpha walrus"),
+    msg("b", "a", "assistant", [{"type": "text", "text": "beta heron"}]),
+)
 
 
 def line(eid, parent, text):
@@ -262,8 +285,10 @@ def test_unreadable_file_keeps_its_index(live):
     os.chmod(live.path, 0)
     with open(live.path, "ab") as fh:  # root (the test) may still write; the daemon may not read
         fh.write(line("c", "b", "hidden kiwi"))
-    poll(lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("unreadable",)],
-         message="unreadable state")
+    poll(
+        lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("unreadable",)],
+        message="unreadable state",
+    )
     assert entry_ids(live.db) == ["a", "b"]  # nothing removed
     os.chmod(live.path, 0o644)
     poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="readable again")
@@ -281,8 +306,10 @@ def test_io_error_keeps_its_index_even_for_root(live):
     saved = live.path.read_bytes()
     live.path.unlink()
     os.symlink(live.path.name, live.path)  # a link to itself: open() fails with ELOOP
-    poll(lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("unreadable",)],
-         message="unreadable state")
+    poll(
+        lambda: q(live.db, "SELECT state FROM sources WHERE path=?", str(live.path)) == [("unreadable",)],
+        message="unreadable state",
+    )
     assert entry_ids(live.db) == ["a", "b"]  # nothing removed
     live.path.unlink()
     live.path.write_bytes(saved + line("c", "b", "back again"))
@@ -332,7 +359,9 @@ def test_restart_has_no_duplicates_and_no_reparse(live):
     assert d2.state()["bytes_ingested"] == 0
     # The partial line completes after the restart: ingested once.
     with open(live.path, "ab") as fh:
-        fh.write(b'age","id":"d","parentId":"c","timestamp":"2026-05-01T10:00:09.000Z","message":{"role":"user","content":"late"}}\n')
+        fh.write(
+            b'age","id":"d","parentId":"c","timestamp":"2026-05-01T10:00:09.000Z","message":{"role":"user","content":"late"}}\n'
+        )
     poll(lambda: entry_ids(live.db) == ["a", "b", "c", "d"])
     assert d2.stop() == 0
     assert "Traceback" not in d2.log.read_text()
@@ -358,10 +387,16 @@ def pitools():
 
 
 def _index_snapshot(db: Path):
-    events = q(db, "SELECT e.session_id, e.entry_id, e.ordinal, e.type, e.parent_id, e.fingerprint, e.byte_offset"
-                   " FROM events e ORDER BY 1, 3")
-    frags = q(db, "SELECT e.session_id, e.entry_id, f.fragment_id, f.kind, f.body, f.tail FROM fragments f"
-                  " JOIN events e ON e.event_rowid = f.event_rowid ORDER BY 1, 2, 3")
+    events = q(
+        db,
+        "SELECT e.session_id, e.entry_id, e.ordinal, e.type, e.parent_id, e.fingerprint, e.byte_offset"
+        " FROM events e ORDER BY 1, 3",
+    )
+    frags = q(
+        db,
+        "SELECT e.session_id, e.entry_id, f.fragment_id, f.kind, f.body, f.tail FROM fragments f"
+        " JOIN events e ON e.event_rowid = f.event_rowid ORDER BY 1, 2, 3",
+    )
     return events, frags
 
 
@@ -384,7 +419,9 @@ def test_real_pi_writes_forks_appends_and_migrates_while_running(live, pitools):
         forks = [f for f in m["files"] if f.get("parentSession") or "fork" in json.dumps(f.get("scenario", "")).lower()]
         # Append with the real Pi while the daemon runs.
         target = next(f for f in m["files"] if f.get("version", 3) == 3 and Path(f["path"]).exists())
-        a = pitools.run_gen(["append", "--file", target["path"], "--pi", "1.6.0", "--count", "3", "--marker", "zqxmarker"])
+        a = pitools.run_gen(
+            ["append", "--file", target["path"], "--pi", "1.6.0", "--count", "3", "--marker", "zqxmarker"]
+        )
         poll(lambda: len(search_cli(live.db, "zqxmarker")) == 6, 30, message="Pi appends searchable")
         got = {e for _, e in search_cli(live.db, "zqxmarker")}
         assert got == set(a["newEntryIds"])
@@ -393,14 +430,25 @@ def test_real_pi_writes_forks_appends_and_migrates_while_running(live, pitools):
         if v1:
             mig = pitools.run_gen(["migrate", "--file", v1[0]["path"], "--pi", "1.6.0"])
             sid = mig.get("sessionId")
-            poll(lambda: q(live.db, "SELECT count(*) FROM events WHERE session_id=? AND entry_id LIKE 'v1-%'", sid)[0][0] == 0
-                 and q(live.db, "SELECT count(*) FROM events WHERE session_id=?", sid)[0][0] > 0, 30, message="migration")
+            poll(
+                lambda: (
+                    q(live.db, "SELECT count(*) FROM events WHERE session_id=? AND entry_id LIKE 'v1-%'", sid)[0][0]
+                    == 0
+                    and q(live.db, "SELECT count(*) FROM events WHERE session_id=?", sid)[0][0] > 0
+                ),
+                30,
+                message="migration",
+            )
         # No duplicates: every (session, entry) once, and the index equals a clean build.
         live_snapshot = _index_snapshot(live.db)
         assert d.stop() == 0
         clean = live.base / "clean.sqlite3"
-        out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(sessions), "--db", str(clean), "--json"],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [PIWATCH, "index", "--once", "--sessions", str(sessions), "--db", str(clean), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert _index_snapshot(clean) == live_snapshot
         assert forks is not None
@@ -426,14 +474,19 @@ def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
             d.kill9()
             kills += 1
         # Pi keeps writing between crashes.
-        pitools.run_gen(["append", "--file", rng.choice(files), "--pi", "1.6.0", "--count", "2",
-                         "--marker", f"crash{round_}"])
+        pitools.run_gen(
+            ["append", "--file", rng.choice(files), "--pi", "1.6.0", "--count", "2", "--marker", f"crash{round_}"]
+        )
     assert kills >= 4
     final = Daemon(sessions, live.db).start()
     assert final.stop() == 0
     clean = live.base / "clean.sqlite3"
-    out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(sessions), "--db", str(clean), "--json"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [PIWATCH, "index", "--once", "--sessions", str(sessions), "--db", str(clean), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     got, want = _index_snapshot(live.db), _index_snapshot(clean)
     assert len(got[0]) == len(want[0]) and got == want

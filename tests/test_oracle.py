@@ -134,7 +134,9 @@ def test_incremental_appends_match_pi_projection(generated, tmp_path, capsys, mo
     assert step >= longest // 3
     sessions, entries, bad = _compare(subset, _states(db))
     with capsys.disabled():
-        print(f"\noracle (incremental, {step} passes): {sessions} sessions, {entries} entries, {len(bad)} disagreements;"
-              f" appends: {paths['fast']} fast, {paths['full']} reclassified")
+        print(
+            f"\noracle (incremental, {step} passes): {sessions} sessions, {entries} entries, {len(bad)} disagreements;"
+            f" appends: {paths['fast']} fast, {paths['full']} reclassified"
+        )
     assert not bad, "\n".join(bad[:40])
     assert paths["fast"] > 100 and paths["full"] > 100  # both update paths were exercised

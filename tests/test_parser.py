@@ -57,7 +57,7 @@ def test_v1_ids_are_positional_and_deterministic():
 
 
 def test_incremental_parse_equals_whole_parse():
-    objs = [v3_header()] + [msg(f"e{i}", f"e{i-1}" if i else None, "user", f"text {i}") for i in range(6)]
+    objs = [v3_header()] + [msg(f"e{i}", f"e{i - 1}" if i else None, "user", f"text {i}") for i in range(6)]
     data = jsonl(*objs)
     whole = parse(data)
     cut = len(jsonl(*objs[:3]))

@@ -49,7 +49,11 @@ def _env(**extra: str) -> dict[str, str]:
 def run_node(args: list, env: dict[str, str], timeout: float = 300) -> dict:
     proc = subprocess.run(
         [pitools.find_node(), str(RUNNER), *map(str, args)],
-        cwd=RUNNER.parent, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=RUNNER.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert proc.returncode == 0, f"run_agent.mjs {args[0]} failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout)
@@ -151,9 +155,19 @@ def world():
     os.chmod(w.sock.parent, 0o700)
     w.db = w.tmp / "index.sqlite3"
     w.daemon = subprocess.Popen(
-        [shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
-         "--sessions", str(w.agent / "sessions"), "--db", str(w.db), "--log-level", "warning"],
-        env=_env(PIWATCH_SOCKET=str(w.sock)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
+            "--sessions",
+            str(w.agent / "sessions"),
+            "--db",
+            str(w.db),
+            "--log-level",
+            "warning",
+        ],
+        env=_env(PIWATCH_SOCKET=str(w.sock)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_indexed(w, expected_sessions=3)
@@ -179,8 +193,19 @@ def seeded(world: World, cwd: Path) -> list[dict]:
 def agent_run(world, request):
     target = next(s for s in seeded(world, world.proj) if "call" in s["ids"])
     out = run_node(
-        ["agent", "--pi", request.param, "--agent-dir", world.agent, "--cwd", world.proj, "--word", WORD,
-         "--expect-session", target["id"]],
+        [
+            "agent",
+            "--pi",
+            request.param,
+            "--agent-dir",
+            world.agent,
+            "--cwd",
+            world.proj,
+            "--word",
+            WORD,
+            "--expect-session",
+            target["id"],
+        ],
         _env(PIWATCH_SOCKET=str(world.sock)),
     )
     entries = read_entries(out["sessionFile"])
@@ -273,7 +298,8 @@ def _single_search(world: World, sock: Path, steps: str = "search", **env: str) 
     started = time.monotonic()
     out = run_node(
         ["agent", "--agent-dir", world.agent, "--cwd", world.proj, "--word", WORD, "--steps", steps],
-        _env(PIWATCH_SOCKET=str(sock), **env), timeout=120,
+        _env(PIWATCH_SOCKET=str(sock), **env),
+        timeout=120,
     )
     res = tool_results(read_entries(out["sessionFile"]))["call_search_1"]
     return res, time.monotonic() - started
@@ -313,8 +339,15 @@ class FakeDaemon:
             if self.mode == "old-protocol":
                 try:
                     hello = recv_frame(conn, MAX_REQUEST_BYTES)
-                    conn.sendall(encode_frame({"id": hello["id"], "ok": False, "error": {
-                        "code": "unsupported_protocol", "message": "this piwatchd speaks protocol 2"}}))
+                    conn.sendall(
+                        encode_frame(
+                            {
+                                "id": hello["id"],
+                                "ok": False,
+                                "error": {"code": "unsupported_protocol", "message": "this piwatchd speaks protocol 2"},
+                            }
+                        )
+                    )
                 except (OSError, ProtocolError):
                     pass
             # "silent": accept and never answer
@@ -362,12 +395,22 @@ def test_abort_cancels_a_waiting_request(world):
 
 def _paths(env: dict[str, str]) -> tuple[str, str]:
     node = subprocess.run(
-        [pitools.find_node(), "-e", f"import({json.dumps(str(EXT_SRC / 'socket-path.ts'))}).then(m => console.log(m.socketPath()))"],
-        env=env, capture_output=True, text=True, timeout=60,
+        [
+            pitools.find_node(),
+            "-e",
+            f"import({json.dumps(str(EXT_SRC / 'socket-path.ts'))}).then(m => console.log(m.socketPath()))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     py = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", "from piwatch.paths import socket_path; print(socket_path())"],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert node.returncode == 0 and py.returncode == 0, node.stderr + py.stderr
     return node.stdout.strip(), py.stdout.strip()

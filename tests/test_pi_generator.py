@@ -24,24 +24,65 @@ import pitools
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(600)]
 
 V1_SMALL_LINES = [
-    {"type": "session", "id": "0b0e4d4e-5b7a-4a8e-9a39-2f1f6f2f0001", "timestamp": "2025-11-20T10:00:00.000Z",
-     "cwd": "/work/legacy2", "provider": "anthropic", "modelId": "claude-sonnet-4-5", "thinkingLevel": "off"},
-    {"type": "message", "timestamp": "2025-11-20T10:00:01.000Z",
-     "message": {"role": "user", "content": [{"type": "text", "text": "hello v1"}], "timestamp": 1763632801000}},
-    {"type": "message", "timestamp": "2025-11-20T10:00:02.000Z",
-     "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "api": "anthropic-messages",
-                 "provider": "anthropic", "model": "claude-sonnet-4-5",
-                 "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
-                           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
-                 "stopReason": "stop", "timestamp": 1763632802000}},
-    {"type": "compaction", "timestamp": "2025-11-20T10:00:03.000Z", "summary": "sum", "firstKeptEntryIndex": 2,
-     "tokensBefore": 10},
-    {"type": "message", "timestamp": "2025-11-20T10:00:04.000Z",
-     "message": {"role": "user", "content": [{"type": "text", "text": "again"}], "timestamp": 1763632804000}},
+    {
+        "type": "session",
+        "id": "0b0e4d4e-5b7a-4a8e-9a39-2f1f6f2f0001",
+        "timestamp": "2025-11-20T10:00:00.000Z",
+        "cwd": "/work/legacy2",
+        "provider": "anthropic",
+        "modelId": "claude-sonnet-4-5",
+        "thinkingLevel": "off",
+    },
+    {
+        "type": "message",
+        "timestamp": "2025-11-20T10:00:01.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": "hello v1"}], "timestamp": 1763632801000},
+    },
+    {
+        "type": "message",
+        "timestamp": "2025-11-20T10:00:02.000Z",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "hi"}],
+            "api": "anthropic-messages",
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "usage": {
+                "input": 1,
+                "output": 1,
+                "cacheRead": 0,
+                "cacheWrite": 0,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+            },
+            "stopReason": "stop",
+            "timestamp": 1763632802000,
+        },
+    },
+    {
+        "type": "compaction",
+        "timestamp": "2025-11-20T10:00:03.000Z",
+        "summary": "sum",
+        "firstKeptEntryIndex": 2,
+        "tokensBefore": 10,
+    },
+    {
+        "type": "message",
+        "timestamp": "2025-11-20T10:00:04.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": "again"}], "timestamp": 1763632804000},
+    },
 ]
 
-BASE_TYPES = {"message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom",
-              "custom_message", "label", "session_info"}
+BASE_TYPES = {
+    "message",
+    "model_change",
+    "thinking_level_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+}
 BASE_ROLES = {"user", "assistant", "toolResult", "bashExecution", "custom"}
 
 
@@ -143,7 +184,7 @@ def py_projection_ids(entries: list[dict], leaf_id: str | None, version: str) ->
             system = e["type"] == "message" and e["message"]["role"] == "system"
             if found and not (system and version == "1.6.0"):
                 ctx.append(e)
-        ctx += path[idx + 1:]
+        ctx += path[idx + 1 :]
     edits = {e["targetId"]: e for e in ctx if e["type"] == "context_edit"} if version == "1.6.0" else {}
     llm_roles = expected_roles(version)
     out = []
@@ -253,11 +294,15 @@ def test_scenarios_have_the_promised_shapes(scen, version):
     kinds = [b["type"] for b in big["content"]]
     assert "thinking" in kinds and "text" in kinds
     assert all(b.get("thinkingSignature") for b in big["content"] if b["type"] == "thinking")
-    assert {"read", "edit", "write", "bash", "grep", "jira_lookup"} <= {b["name"] for b in big["content"] if b["type"] == "toolCall"}
+    assert {"read", "edit", "write", "bash", "grep", "jira_lookup"} <= {
+        b["name"] for b in big["content"] if b["type"] == "toolCall"
+    }
     results = [m for m in msgs if m["role"] == "toolResult"]
     assert {True, False} <= {m["isError"] for m in results}
     assert any(b["type"] == "image" for m in results for b in m["content"])
-    assert any((m.get("details") or {}).get("truncation", {}).get("content") for m in results if m["toolName"] == "read")
+    assert any(
+        (m.get("details") or {}).get("truncation", {}).get("content") for m in results if m["toolName"] == "read"
+    )
     assert any((m.get("details") or {}).get("diff") for m in results if m["toolName"] == "edit")
     bashes = [m for m in msgs if m["role"] == "bashExecution"]
     assert any(m.get("excludeFromContext") for m in bashes) and any(not m.get("excludeFromContext") for m in bashes)
@@ -464,7 +509,12 @@ def test_append_mode_appends_in_place(scen, version, tmp_path):
 
 
 def test_migrate_mode_rewrites_v1(version, tmp_path):
-    p = tmp_path / "sessions" / "--work-legacy2--" / "2025-11-20T10-00-00-000Z_0b0e4d4e-5b7a-4a8e-9a39-2f1f6f2f0001.jsonl"
+    p = (
+        tmp_path
+        / "sessions"
+        / "--work-legacy2--"
+        / "2025-11-20T10-00-00-000Z_0b0e4d4e-5b7a-4a8e-9a39-2f1f6f2f0001.jsonl"
+    )
     p.parent.mkdir(parents=True)
     p.write_text("".join(json.dumps(line) + "\n" for line in V1_SMALL_LINES))
     old = hashlib.sha256(p.read_bytes()).hexdigest()
@@ -496,5 +546,7 @@ def test_corpus_mode_small(version, tmp_path):
 def test_gen_reports_errors_with_stderr(tmp_path):
     require_node()
     with pytest.raises(pitools.PiGenError) as err:
-        pitools.run_gen(["append", "--file", str(tmp_path / "missing.jsonl"), "--pi", "1.6.0", "--count", "1", "--marker", "x"])
+        pitools.run_gen(
+            ["append", "--file", str(tmp_path / "missing.jsonl"), "--pi", "1.6.0", "--count", "1", "--marker", "x"]
+        )
     assert "no such session file" in err.value.stderr

@@ -43,7 +43,10 @@ def test_every_entry_type_indexes_without_problems(scenario_index):
     assert summary["problems"] == []
     conn = sqlite3.connect(db)
     for f in manifest["files"]:
-        ids = [r[0] for r in conn.execute("SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", (f["sessionId"],))]
+        ids = [
+            r[0]
+            for r in conn.execute("SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", (f["sessionId"],))
+        ]
         # One event per entry id, in file order (Pi's duplicate-id rule keeps the first position).
         assert ids == list(dict.fromkeys(f["entryIds"])), f["scenario"]
         leaf = conn.execute("SELECT leaf_id FROM sessions WHERE session_id=?", (f["sessionId"],)).fetchone()[0]
@@ -79,7 +82,9 @@ def test_private_and_non_searchable_markers_are_never_found(scenario_index):
     # Nothing non-searchable was stored either (not just unranked).
     conn = sqlite3.connect(db)
     for secret in ("SECRETTHINK", "SECRETSYSTEM", "SECRETCUSTOM", "SECRETTRUNC", "SECRETDETAILS", "SECRETSIGN"):
-        n = conn.execute("SELECT count(*) FROM fragments WHERE body LIKE ? OR tail LIKE ?", (f"%{secret}%",) * 2).fetchone()[0]
+        n = conn.execute(
+            "SELECT count(*) FROM fragments WHERE body LIKE ? OR tail LIKE ?", (f"%{secret}%",) * 2
+        ).fetchone()[0]
         assert n == 0, secret
 
 
@@ -89,7 +94,9 @@ def test_forks_keep_lineage(scenario_index):
     forks = [f for f in manifest["files"] if f["scenario"] in ("fork-branched", "fork-from")]
     assert forks
     for f in forks:
-        recorded = conn.execute("SELECT parent_session FROM sessions WHERE session_id=?", (f["sessionId"],)).fetchone()[0]
+        recorded = conn.execute("SELECT parent_session FROM sessions WHERE session_id=?", (f["sessionId"],)).fetchone()[
+            0
+        ]
         assert recorded and recorded == f["parentSession"]
 
 
@@ -114,7 +121,8 @@ def test_fork_anchor_is_the_end_of_the_shared_prefix(scenario_index):
     assert anchors == [{"sessionId": parent["sessionId"], "entryId": shared[-1], "indexed": True}]
     back = trace_event(db, {"sessionId": parent["sessionId"], "entryId": shared[-1]})["relationships"]
     assert {"sessionId": fork["sessionId"], "entryId": shared[-1], "indexed": True} in [
-        e["target"] for e in back if e["kind"] == "fork-child"]
+        e["target"] for e in back if e["kind"] == "fork-child"
+    ]
     assert by_id
 
 

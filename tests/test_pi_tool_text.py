@@ -43,8 +43,12 @@ SCRIPT = REPO / "tests" / "pi_e2e" / "tool_text.mjs"
 
 def node(mode: str, *args: str, stdin: Any = None, env: dict[str, str] | None = None) -> Any:
     proc = subprocess.run(
-        [pitools.find_node(), str(SCRIPT), mode, *args], input=None if stdin is None else json.dumps(stdin),
-        env=env or pitools.node_env(), capture_output=True, text=True, timeout=300,
+        [pitools.find_node(), str(SCRIPT), mode, *args],
+        input=None if stdin is None else json.dumps(stdin),
+        env=env or pitools.node_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"tool_text.mjs {mode} failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout)
@@ -82,7 +86,10 @@ def world(request):
     w.seeded = node("seed", "--agent-dir", str(w.agent), "--cwd", str(w.proj))
     installed = subprocess.run(
         [sys.executable, "-m", "piwatch.cli", "pi", "install", "--agent-dir", str(w.agent)],
-        env=pitools.node_env(), capture_output=True, text=True, timeout=600,
+        env=pitools.node_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert installed.returncode == 0, installed.stderr
     w.ext = w.agent / "extensions" / "piwatch"
@@ -90,10 +97,19 @@ def world(request):
     w.sock.parent.mkdir(mode=0o700)
     os.chmod(w.sock.parent, 0o700)
     w.daemon = subprocess.Popen(
-        [shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
-         "--sessions", str(w.agent / "sessions"), "--db", str(w.tmp / "index.sqlite3"), "--log-level", "warning"],
+        [
+            shutil.which("piwatchd", path=str(Path(sys.executable).parent)) or "piwatchd",
+            "--sessions",
+            str(w.agent / "sessions"),
+            "--db",
+            str(w.tmp / "index.sqlite3"),
+            "--log-level",
+            "warning",
+        ],
         env={**os.environ, "PIWATCH_SOCKET": str(w.sock), "PIWATCH_ENGINE": request.param},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_indexed(w, len(w.seeded["sessions"]))
@@ -131,10 +147,18 @@ def _wait_indexed(w: World, sessions: int, timeout: float = 60) -> None:
 #   websocket: "The flaky websocket test is not fixed yet"    parser: "The flaky parser test passes now"
 # For the operators, the result an operator would give differs from the plain-words result checked here.
 QUERY_CASES: dict[str, list[tuple[str, set[str]]]] = {
-    "words": [("flaky test", {"websocket", "parser"}), ("flaky websocket", {"websocket"}),
-              ("websocket flaky", {"websocket"}), ("FLAKY Websocket", {"websocket"}), ("websocket passes", set())],
-    '"quoted phrase"': [('"websocket test"', {"websocket"}), ('"test websocket"', set()),
-                        ('"flaky parser test"', {"parser"})],
+    "words": [
+        ("flaky test", {"websocket", "parser"}),
+        ("flaky websocket", {"websocket"}),
+        ("websocket flaky", {"websocket"}),
+        ("FLAKY Websocket", {"websocket"}),
+        ("websocket passes", set()),
+    ],
+    '"quoted phrase"': [
+        ('"websocket test"', {"websocket"}),
+        ('"test websocket"', set()),
+        ('"flaky parser test"', {"parser"}),
+    ],
     "OR": [("websocket OR parser", set())],  # a union would be both
     "AND": [("flaky AND parser", set())],  # an operator would give parser
     "NOT": [("NOT websocket", {"websocket"}), ("flaky NOT websocket", {"websocket"})],  # exclusion: parser
@@ -148,9 +172,13 @@ QUERY_CASES: dict[str, list[tuple[str, set[str]]]] = {
 @pytest.fixture(scope="module")
 def tool_spec(world):
     src = world.ext / "tools.ts"
-    script = (f"import({json.dumps(str(src))}).then(m => console.log(JSON.stringify("
-              "{forms: m.QUERY_FORMS, description: m.QUERY_DESCRIPTION, schema: m.SEARCH_SCHEMA})))")
-    proc = subprocess.run([pitools.find_node(), "-e", script], env=pitools.node_env(), capture_output=True, text=True, timeout=60)
+    script = (
+        f"import({json.dumps(str(src))}).then(m => console.log(JSON.stringify("
+        "{forms: m.QUERY_FORMS, description: m.QUERY_DESCRIPTION, schema: m.SEARCH_SCHEMA})))"
+    )
+    proc = subprocess.run(
+        [pitools.find_node(), "-e", script], env=pitools.node_env(), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -165,16 +193,19 @@ def test_the_description_names_exactly_the_checked_forms(tool_spec):
     assert "distinctive words" in description and "quoted phrase" in description
 
 
-
 @pytest.fixture(scope="module")
 def registered(world):
     """The tools as index.ts registers them with Pi (name, description, prompt snippet and guidelines)."""
     src = world.ext / "index.ts"
-    script = (f"import({json.dumps(str(src))}).then(m => {{ const tools = []; "
-              "m.default({on() {}, registerTool(t) { tools.push(t); }}); "
-              "console.log(JSON.stringify(tools.map(t => ({name: t.name, text: [t.description, t.promptSnippet, "
-              "...(t.promptGuidelines ?? []), JSON.stringify(t.parameters)].join('\\n')})))); })")
-    proc = subprocess.run([pitools.find_node(), "-e", script], env=pitools.node_env(), capture_output=True, text=True, timeout=60)
+    script = (
+        f"import({json.dumps(str(src))}).then(m => {{ const tools = []; "
+        "m.default({on() {}, registerTool(t) { tools.push(t); }}); "
+        "console.log(JSON.stringify(tools.map(t => ({name: t.name, text: [t.description, t.promptSnippet, "
+        "...(t.promptGuidelines ?? []), JSON.stringify(t.parameters)].join('\\n')})))); })"
+    )
+    proc = subprocess.run(
+        [pitools.find_node(), "-e", script], env=pitools.node_env(), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return {t["name"]: t["text"] for t in json.loads(proc.stdout)}
 
@@ -188,6 +219,7 @@ def test_no_tool_text_names_an_operator_the_checks_do_not_cover(registered, tool
         named = set(re.findall(r"\b(?:OR|AND|NOT|NEAR)\b|\w*\*|\b[a-z]+:[a-z]+\b", text))
         assert named <= forms, f"{name} names {sorted(named - forms)}, which no check covers"
     assert "distinctive words" in registered["event_search"] and "plain words" in registered["event_search"]
+
 
 def test_every_named_form_behaves_as_described(world):
     ids = {v: k for k, v in world.ids("forms").items()}
@@ -220,8 +252,11 @@ def _marked(snippet: str, spans: list) -> list[str]:
 
 
 def _kv(meta: dict | None) -> list[str]:
-    return [f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}" for k, v in (meta or {}).items()
-            if v is not None]
+    return [
+        f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}"
+        for k, v in (meta or {}).items()
+        if v is not None
+    ]
 
 
 # A rule gets (value, the object holding it, the whole result) and returns the text expected
@@ -339,7 +374,9 @@ TRACE_RULES = {
     **_node_rules("children[]"),
     **_node_rules("siblings[]"),
     "parentMissing": lambda v, o, r: f"{v} (recorded but not in the index)",
-    "materializedLeaf.entryId": lambda v, o, r: None if o.get("isTarget") else f"session leaf (last written entry): {v}",
+    "materializedLeaf.entryId": lambda v, o, r: (
+        None if o.get("isTarget") else f"session leaf (last written entry): {v}"
+    ),
     "materializedLeaf.known": lambda v, o, r: None if v else "(uncertain)",
     "materializedLeaf.isTarget": lambda v, o, r: "session leaf (last written entry): this entry" if v else None,
     "towardLeaf.entryId": lambda v, o, r: f"toward the leaf: entry {v}",
@@ -347,7 +384,9 @@ TRACE_RULES = {
     "towardLeafKnown": lambda v, o, r: None if v else "toward the leaf: unknown",
     # parent/child edges are the parent:/child: lines above; the others are listed one per line.
     "relationships[].kind": lambda v, o, r: None if v in ("parent", "child") else f"  {v} ",
-    "relationships[].direction": lambda v, o, r: None if o["kind"] in ("parent", "child") else ("<-" if v == "in" else "->"),
+    "relationships[].direction": lambda v, o, r: (
+        None if o["kind"] in ("parent", "child") else ("<-" if v == "in" else "->")
+    ),
     "relationships[].provenance": lambda v, o, r: None if o["kind"] in ("parent", "child") else f"({v}",
     "relationships[].target.sessionId": lambda v, o, r: f"session {v}",
     "relationships[].target.entryId": lambda v, o, r: f"entry {v}",
@@ -403,7 +442,9 @@ def check_fields(op: str, result: dict, text: str) -> set[str]:
             continue  # an absent object whose fields have rules
         if path not in rules:
             # A new field of the contract: show it in format.ts (and add its rule here), or add it to NOT_SHOWN.
-            problems.append(f"{op}: field {path} has no rule: show it in format.ts or list it in NOT_SHOWN with a reason")
+            problems.append(
+                f"{op}: field {path} has no rule: show it in format.ts or list it in NOT_SHOWN with a reason"
+            )
             continue
         seen.add(path)
         if value is None or value == [] or value == {}:
@@ -422,12 +463,39 @@ def formatted(world):
     calls = [
         ("search", {"query": "quarzite", "limit": 3}),
         ("search", {"query": "quarzite", "limit": 50, "offset": 1}),
-        ("read", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["result"], "before": 2, "after": 2}),
-        ("read", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["result"], "before": 5, "after": 5,
-                  "order": "branch"}),
-        ("read", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["first"], "after": 5, "order": "branch"}),
-        ("read", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["call"], "fragmentId": "call.1",
-                  "offset": 3, "length": 10}),
+        (
+            "read",
+            {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["result"], "before": 2, "after": 2},
+        ),
+        (
+            "read",
+            {
+                "sessionId": world.seeded["sessions"]["branches"]["id"],
+                "entryId": b["result"],
+                "before": 5,
+                "after": 5,
+                "order": "branch",
+            },
+        ),
+        (
+            "read",
+            {
+                "sessionId": world.seeded["sessions"]["branches"]["id"],
+                "entryId": b["first"],
+                "after": 5,
+                "order": "branch",
+            },
+        ),
+        (
+            "read",
+            {
+                "sessionId": world.seeded["sessions"]["branches"]["id"],
+                "entryId": b["call"],
+                "fragmentId": "call.1",
+                "offset": 3,
+                "length": 10,
+            },
+        ),
         ("read", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["secret"]}),
         ("trace", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["result"]}),
         ("trace", {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["first"]}),
@@ -463,8 +531,14 @@ def test_every_read_field_is_in_the_text_in_both_orders(world, formatted):
     assert stop["at"] == b["first"] and set(stop["candidates"]) == {b["variantOne"], b["variantTwo"]}
     assert window["result"]["fragment"]["offset"] == 3
     assert "AKIAQ3QUARZITEX7WY4M" not in secret["text"] and secret["result"]["omitted"][0]["counts"]
-    assert {"neighbours.alternatives[].alternatives", "neighbours.stoppedAtFork.candidates", "fragment.text",
-            "content[].callId", "event.meta", "omitted[].counts"} <= seen
+    assert {
+        "neighbours.alternatives[].alternatives",
+        "neighbours.stoppedAtFork.candidates",
+        "fragment.text",
+        "content[].callId",
+        "event.meta",
+        "omitted[].counts",
+    } <= seen
 
 
 def test_every_trace_field_is_in_the_text(formatted):
@@ -472,8 +546,13 @@ def test_every_trace_field_is_in_the_text(formatted):
     for op, r in formatted:
         if op == "trace":
             seen |= check_fields(op, r["result"], r["text"])
-    assert {"siblings[].provenance", "relationships[].target.path", "towardLeaf.via", "children[].entryId",
-            "materializedLeaf.entryId"} <= seen
+    assert {
+        "siblings[].provenance",
+        "relationships[].target.path",
+        "towardLeaf.via",
+        "children[].entryId",
+        "materializedLeaf.entryId",
+    } <= seen
 
 
 # -- catch-up -----------------------------------------------------------------------------------------
@@ -492,21 +571,30 @@ def test_catch_up_warning_tells_the_model_the_history_is_still_being_indexed(wor
     caller = {"cwd": str(world.proj)}
     b, sid = world.ids("branches"), world.seeded["sessions"]["branches"]["id"]
     try:
-        answers = [to_builtins(api.handle(op, args, caller)) for op, args in [
-            ("search", {"query": "quarzite", "limit": 3}),
-            ("search", {"query": "nowhere to be found", "limit": 3}),
-            ("read", {"sessionId": sid, "entryId": b["result"]}),
-            ("trace", {"sessionId": sid, "entryId": b["result"]}),
-        ]]
+        answers = [
+            to_builtins(api.handle(op, args, caller))
+            for op, args in [
+                ("search", {"query": "quarzite", "limit": 3}),
+                ("search", {"query": "nowhere to be found", "limit": 3}),
+                ("read", {"sessionId": sid, "entryId": b["result"]}),
+                ("trace", {"sessionId": sid, "entryId": b["result"]}),
+            ]
+        ]
     finally:
         api.readers.reset()
     assert all(a["ok"] for a in answers), answers
     assert [w["code"] for w in answers[0]["warnings"]] == ["indexing"]
-    texts = node("format", "--ext", str(world.ext), stdin=[
-        {"op": op, "query": q, "result": a["result"], "warnings": a["warnings"], "freshness": a.get("freshness")}
-        for (op, q), a in zip([("search", "quarzite"), ("search", "nowhere to be found"), ("read", None), ("trace", None)],
-                              answers)
-    ])
+    texts = node(
+        "format",
+        "--ext",
+        str(world.ext),
+        stdin=[
+            {"op": op, "query": q, "result": a["result"], "warnings": a["warnings"], "freshness": a.get("freshness")}
+            for (op, q), a in zip(
+                [("search", "quarzite"), ("search", "nowhere to be found"), ("read", None), ("trace", None)], answers
+            )
+        ],
+    )
     for text in texts:
         first = text.splitlines()[0]
         assert "still being indexed" in first and "19 of 60 files" in first, first

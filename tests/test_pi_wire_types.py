@@ -36,8 +36,14 @@ def ts_type(p: dict) -> str:
             return "[" + ", ".join(ts_type(x) for x in p["prefixItems"]) + "]"
         inner = ts_type(p["items"])
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
-    return {"null": "null", "string": "string", "integer": "number", "number": "number", "boolean": "boolean",
-            "object": "Record<string, unknown>"}.get(t, "unknown")
+    return {
+        "null": "null",
+        "string": "string",
+        "integer": "number",
+        "number": "number",
+        "boolean": "boolean",
+        "object": "Record<string, unknown>",
+    }.get(t, "unknown")
 
 
 def parse_interfaces(text: str) -> dict[str, dict[str, tuple[bool, str]]]:
@@ -93,7 +99,9 @@ def test_fields_required_ness_and_types_match_the_schema():
         schema = DEFS.get(name, {})
         props, required = schema.get("properties", {}), set(schema.get("required", []))
         for field in sorted(set(props) - set(fields)):
-            problems.append(f"{name}.{field}: in the schema, missing in wire.ts (add `{field}{'' if field in required else '?'}: {ts_type(props[field])};`)")
+            problems.append(
+                f"{name}.{field}: in the schema, missing in wire.ts (add `{field}{'' if field in required else '?'}: {ts_type(props[field])};`)"
+            )
         for field in sorted(set(fields) - set(props)):
             problems.append(f"{name}.{field}: in wire.ts, not in the schema (remove it)")
         for field in sorted(set(fields) & set(props)):
@@ -128,11 +136,22 @@ def _tsc() -> list[str]:
     stamp = ts / "node_modules" / ".piwatch-stamp"
     want = hashlib.sha256((ts / "package-lock.json").read_bytes()).hexdigest()
     if not stamp.is_file() or stamp.read_text() != want:
-        proc = subprocess.run([pitools.find_npm(), "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-                              cwd=ts, env=pitools.node_env(), capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [pitools.find_npm(), "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
+            cwd=ts,
+            env=pitools.node_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, f"npm ci in {ts} failed:\n{proc.stderr[-3000:]}"
         stamp.write_text(want)
-    return [pitools.find_node(), str(ts / "node_modules" / "typescript" / "bin" / "tsc"), "-p", str(ts / "tsconfig.json")]
+    return [
+        pitools.find_node(),
+        str(ts / "node_modules" / "typescript" / "bin" / "tsc"),
+        "-p",
+        str(ts / "tsconfig.json"),
+    ]
 
 
 def test_the_extension_type_checks_in_strict_mode():

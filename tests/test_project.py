@@ -21,39 +21,106 @@ def frags(data):
 
 
 def message(role, **fields):
-    return {"type": "message", "id": "e1", "parentId": None, "timestamp": "2026-01-01T00:00:00Z", "message": {"role": role, **fields}}
+    return {
+        "type": "message",
+        "id": "e1",
+        "parentId": None,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": {"role": role, **fields},
+    }
 
 
 CASES = [
     ("user string", message("user", content="hello"), [("text.0", "user.text", "hello", "")]),
-    ("user blocks without image", message("user", content=[{"type": "text", "text": "a"}, IMG, {"type": "text", "text": "b"}]),
-     [("text.0", "user.text", "a", ""), ("text.2", "user.text", "b", "")]),
-    ("assistant text, thinking excluded, calls normalized",
-     message("assistant", content=[
-         {"type": "thinking", "thinking": "SECRET", "thinkingSignature": "sig"},
-         {"type": "text", "text": "answer", "textSignature": "SIG"},
-         {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/a.ts", "limit": 5}, "partialJson": "{\"pa"},
-     ]),
-     [("text.1", "assistant.text", "answer", ""), ("call.2", "tool.call", "path: src/a.ts\nlimit: 5", "read")]),
-    ("tool result with error, details ignored",
-     message("toolResult", toolCallId="c1", toolName="bash", isError=True, content=[{"type": "text", "text": "boom"}, IMG],
-             details={"truncation": {"content": "SECRETTRUNC"}}),
-     [("result", "tool.result", "boom", "bash error")]),
-    ("tool result plain string content", message("toolResult", toolCallId="c", toolName="x", content="plain", isError=False),
-     [("result", "tool.result", "plain", "x")]),
-    ("bash execution", message("bashExecution", command="ls -la", output="total 0", exitCode=0, cancelled=False, truncated=False),
-     [("command", "bash.command", "ls -la", "bash"), ("output", "bash.output", "total 0", "bash")]),
-    ("legacy hookMessage", message("hookMessage", customType="hook", content="injected", display=True),
-     [("custom", "custom.message", "injected", "hook")]),
+    (
+        "user blocks without image",
+        message("user", content=[{"type": "text", "text": "a"}, IMG, {"type": "text", "text": "b"}]),
+        [("text.0", "user.text", "a", ""), ("text.2", "user.text", "b", "")],
+    ),
+    (
+        "assistant text, thinking excluded, calls normalized",
+        message(
+            "assistant",
+            content=[
+                {"type": "thinking", "thinking": "SECRET", "thinkingSignature": "sig"},
+                {"type": "text", "text": "answer", "textSignature": "SIG"},
+                {
+                    "type": "toolCall",
+                    "id": "c1",
+                    "name": "read",
+                    "arguments": {"path": "src/a.ts", "limit": 5},
+                    "partialJson": '{"pa',
+                },
+            ],
+        ),
+        [("text.1", "assistant.text", "answer", ""), ("call.2", "tool.call", "path: src/a.ts\nlimit: 5", "read")],
+    ),
+    (
+        "tool result with error, details ignored",
+        message(
+            "toolResult",
+            toolCallId="c1",
+            toolName="bash",
+            isError=True,
+            content=[{"type": "text", "text": "boom"}, IMG],
+            details={"truncation": {"content": "SECRETTRUNC"}},
+        ),
+        [("result", "tool.result", "boom", "bash error")],
+    ),
+    (
+        "tool result plain string content",
+        message("toolResult", toolCallId="c", toolName="x", content="plain", isError=False),
+        [("result", "tool.result", "plain", "x")],
+    ),
+    (
+        "bash execution",
+        message("bashExecution", command="ls -la", output="total 0", exitCode=0, cancelled=False, truncated=False),
+        [("command", "bash.command", "ls -la", "bash"), ("output", "bash.output", "total 0", "bash")],
+    ),
+    (
+        "legacy hookMessage",
+        message("hookMessage", customType="hook", content="injected", display=True),
+        [("custom", "custom.message", "injected", "hook")],
+    ),
     ("system prompt excluded", message("system", content=[{"type": "text", "text": "SECRETSYSTEM"}]), []),
     ("developer excluded", message("developer", content="SECRETDEV"), []),
-    ("custom_message", {"type": "custom_message", "id": "e1", "customType": "ext", "content": [{"type": "text", "text": "ctx"}, IMG], "display": False},
-     [("custom", "custom.message", "ctx", "ext")]),
-    ("custom entry never searchable", {"type": "custom", "id": "e1", "customType": "state", "data": {"x": "SECRETCUSTOM"}}, []),
-    ("compaction", {"type": "compaction", "id": "e1", "summary": "did things", "firstKeptEntryId": "a", "details": {"readFiles": ["SECRETPATH"]}},
-     [("summary", "summary.compaction", "did things", "")]),
-    ("branch summary", {"type": "branch_summary", "id": "e1", "fromId": "x", "summary": "tried A"}, [("summary", "summary.branch", "tried A", "")]),
-    ("session name normalized", {"type": "session_info", "id": "e1", "name": " Fix\r\n  auth "}, [("name", "session.name", "Fix auth", "")]),
+    (
+        "custom_message",
+        {
+            "type": "custom_message",
+            "id": "e1",
+            "customType": "ext",
+            "content": [{"type": "text", "text": "ctx"}, IMG],
+            "display": False,
+        },
+        [("custom", "custom.message", "ctx", "ext")],
+    ),
+    (
+        "custom entry never searchable",
+        {"type": "custom", "id": "e1", "customType": "state", "data": {"x": "SECRETCUSTOM"}},
+        [],
+    ),
+    (
+        "compaction",
+        {
+            "type": "compaction",
+            "id": "e1",
+            "summary": "did things",
+            "firstKeptEntryId": "a",
+            "details": {"readFiles": ["SECRETPATH"]},
+        },
+        [("summary", "summary.compaction", "did things", "")],
+    ),
+    (
+        "branch summary",
+        {"type": "branch_summary", "id": "e1", "fromId": "x", "summary": "tried A"},
+        [("summary", "summary.branch", "tried A", "")],
+    ),
+    (
+        "session name normalized",
+        {"type": "session_info", "id": "e1", "name": " Fix\r\n  auth "},
+        [("name", "session.name", "Fix auth", "")],
+    ),
     ("label has no fragment", {"type": "label", "id": "e1", "targetId": "a", "label": "checkpoint"}, []),
     ("model change", {"type": "model_change", "id": "e1", "provider": "p", "modelId": "m"}, []),
     ("thinking level", {"type": "thinking_level_change", "id": "e1", "thinkingLevel": "high"}, []),
@@ -73,7 +140,9 @@ def test_typed_metadata_and_error_state():
     assert ev.is_error and ev.tool_names == ("edit",) and ev.meta["toolCallId"] == "c9"
     # No visible text, yet the result (and its error state) stays searchable by its meta words.
     assert [(f.fragment_id, f.text, f.meta) for f in ev.fragments] == [("result", "", "edit error")]
-    call = project_entry("s", entry(message("assistant", content=[{"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}])))
+    call = project_entry(
+        "s", entry(message("assistant", content=[{"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}]))
+    )
     assert [(f.fragment_id, f.text, f.meta, f.call_id) for f in call.fragments] == [("call.0", "", "ls", "c1")]
     assert ev.context_role.value == "conversation"
     v1 = project_entry("s", entry({"type": "compaction", "summary": "s", "firstKeptEntryIndex": 293}))
@@ -92,18 +161,30 @@ def test_oversized_text_keeps_head_and_tail():
 
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
-json_value = st.recursive(json_leaf, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)), max_leaves=20)
+json_value = st.recursive(
+    json_leaf,
+    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
+    max_leaves=20,
+)
 
 
 @given(
-    st.sampled_from(["message", "custom_message", "compaction", "branch_summary", "session_info", "label", "custom", "x"]),
+    st.sampled_from(
+        ["message", "custom_message", "compaction", "branch_summary", "session_info", "label", "custom", "x"]
+    ),
     st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom", "system", None]),
     json_value,
     json_value,
 )
 def test_projection_never_raises_and_is_deterministic(etype, role, content, extra):
-    data = {"type": etype, "id": "e", "summary": content, "name": content, "content": content,
-            "message": {"role": role, "content": content, "command": extra, "output": content, "arguments": extra}}
+    data = {
+        "type": etype,
+        "id": "e",
+        "summary": content,
+        "name": content,
+        "content": content,
+        "message": {"role": role, "content": content, "command": extra, "output": content, "arguments": extra},
+    }
     a = project_entry("s", entry(data, etype))
     b = project_entry("s", entry(data, etype))
     assert a == b

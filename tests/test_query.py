@@ -22,7 +22,9 @@ from piwatchd.index.query import (
 def fts():
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='unicode61 remove_diacritics 2')")
-    conn.executemany("INSERT INTO t(body) VALUES (?)", [("NEAR a b col x",), ("alpha beta gamma",), ('say "hi" OR bye',)])
+    conn.executemany(
+        "INSERT INTO t(body) VALUES (?)", [("NEAR a b col x",), ("alpha beta gamma",), ('say "hi" OR bye',)]
+    )
     return conn
 
 

@@ -25,22 +25,62 @@ def seed_session() -> bytes:
     return jsonl(
         v3_header(SID, cwd="/work/proj"),
         msg("A", None, "user", [{"type": "text", "text": "alpha question"}], ts(1)),
-        msg("B", "A", "assistant", [
-            {"type": "thinking", "thinking": "SECRET-THOUGHT", "thinkingSignature": "sig"},
-            {"type": "text", "text": "bravo answer"},
-            {"type": "toolCall", "id": "call-1", "name": "read", "arguments": {"path": "@src/app.py"}},
-        ], ts(2), provider="p", model="m", stopReason="toolUse"),
-        msg("C", "B", "toolResult", [{"type": "text", "text": BIG}], ts(3), toolCallId="call-1", toolName="read", isError=False),
+        msg(
+            "B",
+            "A",
+            "assistant",
+            [
+                {"type": "thinking", "thinking": "SECRET-THOUGHT", "thinkingSignature": "sig"},
+                {"type": "text", "text": "bravo answer"},
+                {"type": "toolCall", "id": "call-1", "name": "read", "arguments": {"path": "@src/app.py"}},
+            ],
+            ts(2),
+            provider="p",
+            model="m",
+            stopReason="toolUse",
+        ),
+        msg(
+            "C",
+            "B",
+            "toolResult",
+            [{"type": "text", "text": BIG}],
+            ts(3),
+            toolCallId="call-1",
+            toolName="read",
+            isError=False,
+        ),
         msg("D", "C", "assistant", [{"type": "text", "text": "delta old branch"}], ts(4)),
-        msg("E", "B", "user", [{"type": "text", "text": "echo new branch"}, {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}], ts(5)),
-        msg("F", "E", "assistant", [
-            {"type": "text", "text": "foxtrot edits"},
-            {"type": "toolCall", "id": "call-2", "name": "edit", "arguments": {"path": "src/app.py", "edits": []}},
-        ], ts(6)),
+        msg(
+            "E",
+            "B",
+            "user",
+            [
+                {"type": "text", "text": "echo new branch"},
+                {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+            ],
+            ts(5),
+        ),
+        msg(
+            "F",
+            "E",
+            "assistant",
+            [
+                {"type": "text", "text": "foxtrot edits"},
+                {"type": "toolCall", "id": "call-2", "name": "edit", "arguments": {"path": "src/app.py", "edits": []}},
+            ],
+            ts(6),
+        ),
         {"type": "label", "id": "L1", "parentId": "F", "timestamp": ts(7), "targetId": "E", "label": "first"},
         {"type": "label", "id": "L2", "parentId": "L1", "timestamp": ts(8), "targetId": "E", "label": "second"},
         {"type": "label", "id": "L3", "parentId": "L2", "timestamp": ts(9), "targetId": "B"},
-        {"type": "context_edit", "id": "X1", "parentId": "L3", "timestamp": ts(10), "targetId": "A", "replacement": None},
+        {
+            "type": "context_edit",
+            "id": "X1",
+            "parentId": "L3",
+            "timestamp": ts(10),
+            "targetId": "A",
+            "replacement": None,
+        },
     )
 
 
@@ -136,7 +176,8 @@ def test_trace_relationships(env):
     rels = trace(env, "E")["relationships"]
     labels = [r for r in rels if r["kind"] == "labels"]
     assert [(r["target"]["entryId"], r["detail"]["label"], r["detail"]["current"]) for r in labels] == [
-        ("L1", "first", False), ("L2", "second", True)
+        ("L1", "first", False),
+        ("L2", "second", True),
     ]
     b = trace(env, "B")["relationships"]
     cleared = [r for r in b if r["kind"] == "labels"]
@@ -146,7 +187,8 @@ def test_trace_relationships(env):
     assert files == {("file-read", "/work/proj/src/app.py", "recorded")}
     c = trace(env, "C")["relationships"]
     assert {(r["kind"], r["provenance"]) for r in c if r["kind"] in ("tool-result-for", "file-read")} == {
-        ("tool-result-for", "recorded"), ("file-read", "derived")
+        ("tool-result-for", "recorded"),
+        ("file-read", "derived"),
     }
     a = trace(env, "A")["relationships"]
     assert any(r["kind"] == "context-edit" and r["direction"] == "in" and r["detail"]["omits"] for r in a)
@@ -182,27 +224,60 @@ def test_changed_source_is_reported_not_papered_over(env, capsys):
 def test_cli_read_and_trace(env, capsys):
     from piwatch.cli import main
 
-    assert main(["read", SID, "E", "--before", "1", "--after", "2", "--order", "branch", "--db", str(env.db), "--json"]) == 0
+    assert (
+        main(["read", SID, "E", "--before", "1", "--after", "2", "--order", "branch", "--db", str(env.db), "--json"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert ids(out["neighbours"]["before"]) == ["B"]
-    assert main(["read", SID, "C", "--fragment", "result", "--offset", "10", "--length", "20", "--db", str(env.db)]) == 0
+    assert (
+        main(["read", SID, "C", "--fragment", "result", "--offset", "10", "--length", "20", "--db", str(env.db)]) == 0
+    )
     assert BIG[10:30] in capsys.readouterr().out
     assert main(["trace", SID, "E", "--db", str(env.db)]) == 0
     text = capsys.readouterr().out
     assert "parent:   B" in text and "sibling:  C" in text and "(derived)" in text
     assert main(["trace", SID, "nope", "--db", str(env.db)]) == 1
-    assert main(["search", "foxtrot", "--file", "/work/proj/src/app.py", "--file-mode", "changed", "--db", str(env.db), "--json"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "foxtrot",
+                "--file",
+                "/work/proj/src/app.py",
+                "--file-mode",
+                "changed",
+                "--db",
+                str(env.db),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert [h["entryId"] for h in json.loads(capsys.readouterr().out)["hits"]] == ["F"]
 
 
 def test_fork_anchor_is_derived_from_indexed_parent(index_dir):
-    parent = index_dir.write("p.jsonl", jsonl(v3_header("par"), msg("A", None, "user", "root q"), msg("B", "A", "assistant", [{"type": "text", "text": "x"}])))
-    index_dir.write("c.jsonl", jsonl(v3_header("kid", parentSession=str(parent)), msg("A", None, "user", "root q"), msg("N", "A", "user", "new")))
+    parent = index_dir.write(
+        "p.jsonl",
+        jsonl(
+            v3_header("par"),
+            msg("A", None, "user", "root q"),
+            msg("B", "A", "assistant", [{"type": "text", "text": "x"}]),
+        ),
+    )
+    index_dir.write(
+        "c.jsonl",
+        jsonl(
+            v3_header("kid", parentSession=str(parent)), msg("A", None, "user", "root q"), msg("N", "A", "user", "new")
+        ),
+    )
     index_dir.index()
     rels = trace(index_dir, "A", session="kid")["relationships"]
     sp = [r for r in rels if r["kind"] == "session-parent"]
     assert {(r["provenance"], r["target"].get("sessionId"), r["target"].get("entryId")) for r in sp} == {
-        ("recorded", "par", None), ("derived", "par", "A")
+        ("recorded", "par", None),
+        ("derived", "par", "A"),
     }
     rels_n = trace(index_dir, "N", session="kid")["relationships"]
     assert [r["provenance"] for r in rels_n if r["kind"] == "session-parent"] == ["recorded"]
@@ -234,7 +309,9 @@ def test_append_to_long_session_updates_a_bounded_number_of_rows(short_tmp):
     ingestor = Ingestor(IndexWriter(conn))
     ingestor.ingest(str(path))
     updates = []
-    conn.set_trace_callback(lambda sql: updates.append(sql) if sql.startswith("UPDATE events SET branch_state") else None)
+    conn.set_trace_callback(
+        lambda sql: updates.append(sql) if sql.startswith("UPDATE events SET branch_state") else None
+    )
 
     def append(*objs) -> int:
         updates.clear()
@@ -244,19 +321,44 @@ def test_append_to_long_session_updates_a_bounded_number_of_rows(short_tmp):
         return len(updates)
 
     def states():
-        return dict(conn.execute("SELECT entry_id, branch_state || '/' || selection_state FROM events WHERE session_id='long-1'"))
+        return dict(
+            conn.execute(
+                "SELECT entry_id, branch_state || '/' || selection_state FROM events WHERE session_id='long-1'"
+            )
+        )
 
     # A plain continuation: only the new row is written.
     assert append(msg("n1", f"m{n - 1:05d}", "user", "next")) == 1
     # A branch near the end: the old leaf turns alternate, the new entry is selected.
     assert append(msg("n2", f"m{n - 1:05d}", "user", "other branch")) == 2
     # A context edit: the edit entry and its target.
-    assert append({"type": "context_edit", "id": "x1", "parentId": "n2", "timestamp": ts(1), "targetId": "m02990", "replacement": None}) == 2
+    assert (
+        append(
+            {
+                "type": "context_edit",
+                "id": "x1",
+                "parentId": "n2",
+                "timestamp": ts(1),
+                "targetId": "m02990",
+                "replacement": None,
+            }
+        )
+        == 2
+    )
     assert states()["m02990"] == "selected/omitted"
     # A compaction keeping the last 10: exactly the entries it summarizes change, plus itself.
     before = states()
-    k = append({"type": "compaction", "id": "c1", "parentId": "x1", "timestamp": ts(2), "summary": "s",
-                "firstKeptEntryId": f"m{n - 10:05d}", "tokensBefore": 1})
+    k = append(
+        {
+            "type": "compaction",
+            "id": "c1",
+            "parentId": "x1",
+            "timestamp": ts(2),
+            "summary": "s",
+            "firstKeptEntryId": f"m{n - 10:05d}",
+            "tokensBefore": 1,
+        }
+    )
     after = states()
     changed = {e for e in after if before.get(e) != after[e]}
     assert k == len(changed) and "m00000" in changed and f"m{n - 10:05d}" not in changed

@@ -35,8 +35,12 @@ def test_lookalike_is_unchanged(text):
 
 
 def test_every_builtin_kind_is_planted():
-    assert {r.kind for r in BUILTIN_RULES} <= {k for k, _, _ in PLANTED} | {"pypi-token", "npm-token", "gcp-oauth-secret",
-                                                                          "azure-sas-signature"}
+    assert {r.kind for r in BUILTIN_RULES} <= {k for k, _, _ in PLANTED} | {
+        "pypi-token",
+        "npm-token",
+        "gcp-oauth-secret",
+        "azure-sas-signature",
+    }
 
 
 def test_surrounding_words_stay():
@@ -62,21 +66,38 @@ def test_json_escaped_service_account_key():
 
 
 def test_code_assignments_are_not_secrets():
-    for text in ("token = self.token", "password: string;", "key = keys[0]", "secret = get_secret()",
-                 "const apiKey = process.env.API_KEY", "resolved[key] = resolveVarRefs(value, vars);",
-                 "PASSWORD=${DB_PASSWORD}", "API_KEY=<your-key-here>", "api_key: your_api_key_here",
-                 "self.key_password = key_password", "util._assertion_pass = call_assertion_pass_hook",
-                 "password = defaultPassword", 'P.Minipass=P.isWritable=P.isReadable=P.isStream=void 0;',
-                 'monkey = "b4n4n4sAreGreat2024"', "const SIDEBAR_WIDTH_STORAGE_KEY = 'pi-share:v1:sidebar-width';",
-                 'const X_AWS_EC2_METADATA_TOKEN = "x-aws-ec2-metadata-token";',
-                 "client_secret: ClientSecret$inboundSchema,", '["oauth2-token"]: OAuth2TokenAuth$inboundSchema,',
-                 "socks5://user:pass@localhost:1080", "const password = security?.basic.password;",
-                 'username=request.username??"",password=request.password??"";',
-                 "{getBearerTokenEnvKey:getBearerTokenEnvKey2}=x", "key=allowH2===!1?a:b",
-                 "exports.SignatureV4SignWithCredentials=SignatureV4SignWithCredentials;",
-                 'arg==="--credentials"?credentials=!0:noRefresh=!0;', "this.secret=this.privateKey=this.key=secretStream,",
-                 "const clientSecret = this.#clientAuthentication.clientSecret || ''",
-                 '-v "$PWD:/workspace"', '"PWD": "/Users/maciej"', "Key: '1min_35sec.mp4'"):
+    for text in (
+        "token = self.token",
+        "password: string;",
+        "key = keys[0]",
+        "secret = get_secret()",
+        "const apiKey = process.env.API_KEY",
+        "resolved[key] = resolveVarRefs(value, vars);",
+        "PASSWORD=${DB_PASSWORD}",
+        "API_KEY=<your-key-here>",
+        "api_key: your_api_key_here",
+        "self.key_password = key_password",
+        "util._assertion_pass = call_assertion_pass_hook",
+        "password = defaultPassword",
+        "P.Minipass=P.isWritable=P.isReadable=P.isStream=void 0;",
+        'monkey = "b4n4n4sAreGreat2024"',
+        "const SIDEBAR_WIDTH_STORAGE_KEY = 'pi-share:v1:sidebar-width';",
+        'const X_AWS_EC2_METADATA_TOKEN = "x-aws-ec2-metadata-token";',
+        "client_secret: ClientSecret$inboundSchema,",
+        '["oauth2-token"]: OAuth2TokenAuth$inboundSchema,',
+        "socks5://user:pass@localhost:1080",
+        "const password = security?.basic.password;",
+        'username=request.username??"",password=request.password??"";',
+        "{getBearerTokenEnvKey:getBearerTokenEnvKey2}=x",
+        "key=allowH2===!1?a:b",
+        "exports.SignatureV4SignWithCredentials=SignatureV4SignWithCredentials;",
+        'arg==="--credentials"?credentials=!0:noRefresh=!0;',
+        "this.secret=this.privateKey=this.key=secretStream,",
+        "const clientSecret = this.#clientAuthentication.clientSecret || ''",
+        '-v "$PWD:/workspace"',
+        '"PWD": "/Users/maciej"',
+        "Key: '1min_35sec.mp4'",
+    ):
         assert redact(text) == (text, {}), text
 
 
@@ -109,8 +130,11 @@ def test_lookalike_in_random_text_is_never_changed(before, after, lookalike):
 
 
 @settings(max_examples=300, deadline=None)
-@given(parts=st.lists(st.one_of(_words, st.sampled_from([line for _, line, _ in PLANTED]), st.sampled_from(LOOKALIKES)),
-                      max_size=6))
+@given(
+    parts=st.lists(
+        st.one_of(_words, st.sampled_from([line for _, line, _ in PLANTED]), st.sampled_from(LOOKALIKES)), max_size=6
+    )
+)
 def test_redaction_is_idempotent(parts):
     once, _ = redact(" ".join(parts))
     assert redact(once) == (once, {})
@@ -125,9 +149,11 @@ def test_any_text_without_a_trigger_comes_back_as_the_same_object(text):
 
 # -- configuration -------------------------------------------------------------
 
+
 def test_config_extra_pattern_and_allowlist():
-    rules = rules_from_config({"allow": ["AKIAQ3PLANTEDZX7WY4M"],
-                               "patterns": [{"name": "acme-key", "regex": r"acme_([0-9a-f]{32})"}]})
+    rules = rules_from_config(
+        {"allow": ["AKIAQ3PLANTEDZX7WY4M"], "patterns": [{"name": "acme-key", "regex": r"acme_([0-9a-f]{32})"}]}
+    )
     out, counts = redact("id AKIAQ3PLANTEDZX7WY4M and acme_0123456789abcdef0123456789abcdef end", rules)
     assert out == "id AKIAQ3PLANTEDZX7WY4M and acme_[redacted: acme-key] end"
     assert counts == {"acme-key": 1}
@@ -140,16 +166,19 @@ def test_fingerprint_follows_the_rules():
     assert rules_from_config({}).fingerprint == rules_from_config(None).fingerprint == DEFAULT_RULES.fingerprint
 
 
-@pytest.mark.parametrize("section", [
-    {"patterns": [{"name": "Bad Name", "regex": "x"}]},
-    {"patterns": [{"name": "ok", "regex": "("}]},
-    {"patterns": [{"name": "ok", "regex": "(a)\\1"}]},  # a backreference: not RE2, could backtrack
-    {"patterns": [{"name": "ok", "regex": "a*"}]},
-    {"patterns": {"name": "ok"}},
-    {"allow": "AKIA"},
-    {"enabled": False},
-    "yes",
-])
+@pytest.mark.parametrize(
+    "section",
+    [
+        {"patterns": [{"name": "Bad Name", "regex": "x"}]},
+        {"patterns": [{"name": "ok", "regex": "("}]},
+        {"patterns": [{"name": "ok", "regex": "(a)\\1"}]},  # a backreference: not RE2, could backtrack
+        {"patterns": [{"name": "ok", "regex": "a*"}]},
+        {"patterns": {"name": "ok"}},
+        {"allow": "AKIA"},
+        {"enabled": False},
+        "yes",
+    ],
+)
 def test_bad_config_is_a_clear_error(section):
     with pytest.raises(RulesError):
         rules_from_config(section)
@@ -157,12 +186,19 @@ def test_bad_config_is_a_clear_error(section):
 
 # -- payloads and the projection -------------------------------------------------
 
+
 def test_redact_payload_reports_each_field():
     value = {"a": ["ok", "GITHUB_TOKEN=ghp_pLaNtEd4x9Q2vL7mN3bK8tR5wY1cZ6dF0gH2J"], "b": {"c": 3}}
     out, notes = redact_payload(value)
     assert out == {"a": ["ok", "GITHUB_TOKEN=[redacted: github-token]"], "b": {"c": 3}}
-    assert notes == [{"field": "a[1]", "kind": "redacted", "counts": {"github-token": 1},
-                      "reason": "secrets replaced by [redacted: <kind>] markers"}]
+    assert notes == [
+        {
+            "field": "a[1]",
+            "kind": "redacted",
+            "counts": {"github-token": 1},
+            "reason": "secrets replaced by [redacted: <kind>] markers",
+        }
+    ]
 
 
 def _entry(data: dict) -> Entry:
@@ -173,8 +209,15 @@ def test_projection_redacts_before_bounding_and_read_sees_the_same_text():
     secret = "ghp_pLaNtEd4x9Q2vL7mN3bK8tR5wY1cZ6dF0gH2J"
     # The secret straddles the head cut: bounding first would keep half of it.
     text = "x" * (HEAD_CHARS - 10) + " " + secret + " " + "y" * MAX_FRAGMENT_CHARS
-    data = {"type": "message", "message": {"role": "toolResult", "toolName": "bash", "toolCallId": "c1",
-                                           "content": [{"type": "text", "text": text}]}}
+    data = {
+        "type": "message",
+        "message": {
+            "role": "toolResult",
+            "toolName": "bash",
+            "toolCallId": "c1",
+            "content": [{"type": "text", "text": text}],
+        },
+    }
     indexed = project_entry("s", _entry(data)).fragments[0]
     full = project_entry("s", _entry(data), bounded=False).fragments[0]
     assert secret[:12] not in indexed.text and secret[:12] not in full.text
@@ -184,8 +227,15 @@ def test_projection_redacts_before_bounding_and_read_sees_the_same_text():
 
 
 def test_projection_redacts_meta_copied_from_the_source():
-    data = {"type": "message", "message": {"role": "assistant", "stopReason": "error", "content": [],
-                                           "errorMessage": "401: invalid x-api-key sk-ant-api03-pLaNtEd9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0"}}
+    data = {
+        "type": "message",
+        "message": {
+            "role": "assistant",
+            "stopReason": "error",
+            "content": [],
+            "errorMessage": "401: invalid x-api-key sk-ant-api03-pLaNtEd9x2Qv7Lm3Nb8Kt5Rw1Yc6Zd0",
+        },
+    }
     ev = project_entry("s", _entry(data))
     assert "pLaNtEd" not in ev.meta["errorMessage"] and ev.redactions == (("anthropic-key", 1),)
 
@@ -231,7 +281,20 @@ def test_a_bad_redact_config_is_one_clear_line(short_tmp):
     config.write_text('[[redact.patterns]]\nname = "acme"\nregex = "(a)\\\\1"\n')
     (short_tmp / "sessions").mkdir()
     env = {**os.environ, "PIWATCH_CONFIG": str(config)}
-    proc = subprocess.run([str(Path(sys.executable).parent / "piwatch"), "index", "--once", "--db", str(short_tmp / "i.sqlite3"),
-                           "--sessions", str(short_tmp / "sessions")], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "piwatch"),
+            "index",
+            "--once",
+            "--db",
+            str(short_tmp / "i.sqlite3"),
+            "--sessions",
+            str(short_tmp / "sessions"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert "redact pattern 'acme'" in proc.stderr and "Traceback" not in proc.stderr

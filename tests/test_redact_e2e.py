@@ -189,8 +189,9 @@ def test_changed_rules_rebuild_the_index(planted):
     world.stop()
     config = world.env["PIWATCH_CONFIG"]
     with open(config, "w") as fh:
-        fh.write(f'[redact]\nallow = ["{allowed}"]\n'
-                 '[[redact.patterns]]\nname = "plant-context"\nregex = "plantctx1(user)"\n')
+        fh.write(
+            f'[redact]\nallow = ["{allowed}"]\n[[redact.patterns]]\nname = "plant-context"\nregex = "plantctx1(user)"\n'
+        )
     try:
         world.start()
         with world.client({"cwd": str(world.proj)}) as c:

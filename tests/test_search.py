@@ -22,12 +22,26 @@ def basic(sid="s-1", cwd="/work/proj"):
         sid,
         cwd,
         msg("u1", None, "user", [{"type": "text", "text": "please fix the flaky websocket reconnect"}]),
-        msg("a1", "u1", "assistant", [
-            {"type": "thinking", "thinking": "hidden websocket musing"},
-            {"type": "text", "text": "Looking at the websocket code"},
-            {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "grep -rn reconnect src/"}},
-        ], stopReason="toolUse"),
-        msg("r1", "a1", "toolResult", [{"type": "text", "text": "src/ws.ts:10: reconnect()"}], toolCallId="c1", toolName="bash", isError=True),
+        msg(
+            "a1",
+            "u1",
+            "assistant",
+            [
+                {"type": "thinking", "thinking": "hidden websocket musing"},
+                {"type": "text", "text": "Looking at the websocket code"},
+                {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "grep -rn reconnect src/"}},
+            ],
+            stopReason="toolUse",
+        ),
+        msg(
+            "r1",
+            "a1",
+            "toolResult",
+            [{"type": "text", "text": "src/ws.ts:10: reconnect()"}],
+            toolCallId="c1",
+            toolName="bash",
+            isError=True,
+        ),
     )
 
 
@@ -35,17 +49,34 @@ def test_cli_index_and_search_human_and_json(index_dir):
     index_dir.write("a.jsonl", basic())
     env = {**os.environ, "PIWATCH_CONFIG": str(index_dir.root / "none.toml")}
     cli = [sys.executable, "-m", "piwatch.cli"]
-    out = subprocess.run(cli + ["index", "--once", "--sessions", str(index_dir.root), "--db", str(index_dir.db)],
-                         capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run(
+        cli + ["index", "--once", "--sessions", str(index_dir.root), "--db", str(index_dir.db)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     assert "indexed 1 files" in out and "3 events" in out
-    human = subprocess.run(cli + ["search", "websocket reconnect", "--db", str(index_dir.db)],
-                           capture_output=True, text=True, env=env, check=True).stdout
+    human = subprocess.run(
+        cli + ["search", "websocket reconnect", "--db", str(index_dir.db)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     assert "session s-1  entry u1" in human and "user.text" in human and "/work/proj" in human
     # Piped: the match is plain text, no markers (colour is for terminals: tests/test_colour.py).
     assert "please fix the flaky websocket reconnect" in human and "2026-05-01 10:00:01" in human
     assert "**" not in human and "\x1b" not in human
-    data = json.loads(subprocess.run(cli + ["search", "websocket", "--db", str(index_dir.db), "--json"],
-                                     capture_output=True, text=True, env=env, check=True).stdout)
+    data = json.loads(
+        subprocess.run(
+            cli + ["search", "websocket", "--db", str(index_dir.db), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+    )
     hit = data["hits"][0]
     assert {"sessionId", "entryId", "evidence", "timestamp", "cwd", "snippet", "spans"} <= set(hit)
     s, e = hit["spans"][0]
@@ -70,14 +101,18 @@ def test_filters(index_dir):
     index_dir.write("b.jsonl", basic("s-b", "/work/proj2"), folder="--work-proj2--")
     index_dir.write("c.jsonl", basic("s-c", "/work/proj/sub"), folder="--work-proj-sub--")
     index_dir.index()
+
     def sessions(**kw):
         return sorted({h[0] for h in index_dir.hits("reconnect", **kw)})
+
     assert sessions() == ["s-a", "s-b", "s-c"]
     assert sessions(cwdUnder="/work/proj") == ["s-a", "s-c"]  # not /work/proj2
     assert sessions(cwd="/work/proj") == ["s-a"]
     assert sessions(sessionId=["s-b"]) == ["s-b"]
+
     def kinds(**kw):
         return sorted({h[2] for h in index_dir.hits("reconnect", sessionId=["s-a"], **kw)})
+
     assert kinds(kind=["tool.result"]) == ["tool.result"]
     assert kinds(role=["user"]) == ["user.text"]
     assert kinds(tool=["bash"]) == ["tool.call", "tool.result"]
@@ -89,8 +124,15 @@ def test_filters(index_dir):
 
 def test_results_are_stable_and_paginated(index_dir):
     for i in range(12):
-        index_dir.write(f"{i}.jsonl", session(f"s-{i:02d}", "/w", msg("u", None, "user", "same words here"),
-                                               msg("a", "u", "assistant", [{"type": "text", "text": "ok"}])))
+        index_dir.write(
+            f"{i}.jsonl",
+            session(
+                f"s-{i:02d}",
+                "/w",
+                msg("u", None, "user", "same words here"),
+                msg("a", "u", "assistant", [{"type": "text", "text": "ok"}]),
+            ),
+        )
     index_dir.index()
     first = index_dir.search("same words", limit=5)
     again = index_dir.search("same words", limit=5)
@@ -126,18 +168,32 @@ def test_torn_last_line_waits_for_its_newline(index_dir):
 
 def test_bad_lines_are_reported_with_offsets_and_lose_nothing(index_dir):
     head = session("s", "/w", msg("u", None, "user", "before"))
-    data = head + b'{"type":"message","id":"x"\n' + b'{"type":"message","id":"y","parentId":"u","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"emoji \\ud83d cut"}}\n' + jsonl(msg("z", "y", "user", "after"))
+    data = (
+        head
+        + b'{"type":"message","id":"x"\n'
+        + b'{"type":"message","id":"y","parentId":"u","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"emoji \\ud83d cut"}}\n'
+        + jsonl(msg("z", "y", "user", "after"))
+    )
     index_dir.write("a.jsonl", data)
     summary = index_dir.index()
     assert summary["diagnostics"] == 2
-    assert index_dir.hits("after") == [("s", "z", "user.text")] and index_dir.hits("emoji cut") == [("s", "y", "user.text")]
+    assert index_dir.hits("after") == [("s", "z", "user.text")] and index_dir.hits("emoji cut") == [
+        ("s", "y", "user.text")
+    ]
     conn = sqlite3.connect(index_dir.db)
     rows = conn.execute("SELECT code, byte_offset, repaired FROM diagnostics ORDER BY byte_offset").fetchall()
     assert rows == [("malformed-json", len(head), 0), ("lone-surrogate", len(head) + 27, 1)]
 
 
 def test_unsupported_files_are_reported_not_indexed(index_dir):
-    index_dir.write("stream.jsonl", jsonl(v3_header("st"), {"type": "agent_start"}, {"type": "message_end", "message": {"role": "user", "content": "streamword"}}))
+    index_dir.write(
+        "stream.jsonl",
+        jsonl(
+            v3_header("st"),
+            {"type": "agent_start"},
+            {"type": "message_end", "message": {"role": "user", "content": "streamword"}},
+        ),
+    )
     index_dir.write("f4.jsonl", jsonl({"kind": "header", "version": 4, "id": "x"}))
     index_dir.write("junk.jsonl", b"hello world\n")
     summary = index_dir.index()
@@ -182,8 +238,13 @@ def test_same_session_id_in_two_files_keeps_the_first(index_dir):
 
 
 def test_duplicate_entry_ids_keep_last_content_first_position(index_dir):
-    data = session("s", "/w", msg("u", None, "user", "version one"), msg("a", "u", "assistant", [{"type": "text", "text": "x"}]),
-                   msg("u", None, "user", "version two"))
+    data = session(
+        "s",
+        "/w",
+        msg("u", None, "user", "version one"),
+        msg("a", "u", "assistant", [{"type": "text", "text": "x"}]),
+        msg("u", None, "user", "version two"),
+    )
     index_dir.write("a.jsonl", data)
     index_dir.index()
     assert index_dir.hits("version one") == []

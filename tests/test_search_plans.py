@@ -30,7 +30,11 @@ def corpus(tmp_path_factory):
             text = " ".join(rnd.choice(WORDS[: 3 + (i % 6)]) for _ in range(rnd.randint(1, 12)))
             role = rnd.choice(["user", "assistant", "toolResult"])
             content = text if role == "user" else [{"type": "text", "text": text}]
-            extra = {"toolCallId": f"c{i}", "toolName": rnd.choice(["bash", "read"]), "isError": rnd.random() < 0.2} if role == "toolResult" else {}
+            extra = (
+                {"toolCallId": f"c{i}", "toolName": rnd.choice(["bash", "read"]), "isError": rnd.random() < 0.2}
+                if role == "toolResult"
+                else {}
+            )
             entries.append(msg(f"e{i}", parent, role, content, ts=f"2026-01-0{1 + i % 9}T00:00:00Z", **extra))
             parent = f"e{i}"
         (d / f"s{s}.jsonl").write_bytes(jsonl(v3_header(f"s{s:02d}", f"/w/p{s % 3}"), *entries))
@@ -49,7 +53,10 @@ def full_plan(conn, request):
 
 def two_phase(conn, request):
     out = search_mod.search(conn, SearchRequest(request.query, request.filters, request.limit, request.offset))
-    return [(h["sessionId"], h["entryId"], h["evidence"]["fragmentId"], h["score"], h["matchedFragments"]) for h in out["hits"]]
+    return [
+        (h["sessionId"], h["entryId"], h["evidence"]["fragmentId"], h["score"], h["matchedFragments"])
+        for h in out["hits"]
+    ]
 
 
 FILTERS = [

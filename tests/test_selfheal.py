@@ -37,8 +37,9 @@ def status(live):
 
 
 def cli_status_rc(live) -> int:
-    out = subprocess.run([PIWATCH, "status", "--socket", str(live.db.parent / "d.sock")],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [PIWATCH, "status", "--socket", str(live.db.parent / "d.sock")], capture_output=True, text=True, timeout=60
+    )
     return out.returncode
 
 
@@ -46,9 +47,14 @@ def many_sessions(live, n: int) -> None:
     folder = live.root / FOLDER
     for i in range(n):
         (folder / f"bulk{i:05d}.jsonl").write_bytes(
-            session(f"bulk-{i}", "bulk") + jsonl(*(msg(f"bulk-{i}-{k}", f"bulk-{i}-a", "assistant",
-                                                       [{"type": "text", "text": f"filler {k} " * 20}])
-                                                   for k in range(5))))
+            session(f"bulk-{i}", "bulk")
+            + jsonl(
+                *(
+                    msg(f"bulk-{i}-{k}", f"bulk-{i}-a", "assistant", [{"type": "text", "text": f"filler {k} " * 20}])
+                    for k in range(5)
+                )
+            )
+        )
 
 
 def test_index_deleted_while_running_is_rebuilt_and_reported(live):
@@ -153,8 +159,11 @@ def test_transient_failure_is_retried_with_backoff_not_at_the_next_scan(live):
     try:
         with open(live.path, "ab") as fh:
             fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "heron while locked")))
-        poll(lambda: any("retry" in e for e in status(live).service.errors.values()), 30,
-             message="a scheduled retry in status")
+        poll(
+            lambda: any("retry" in e for e in status(live).service.errors.values()),
+            30,
+            message="a scheduled retry in status",
+        )
         assert cli_status_rc(live) == 2
         time.sleep(1.0)  # a couple of backoff rounds fail too
     finally:
@@ -180,8 +189,11 @@ def test_disk_full_is_retried_and_heals_when_space_returns(live):
     try:
         with open(live.path, "ab") as fh:
             fh.write(jsonl(msg("s-1-b", "s-1-a", "user", "heron on a full disk " + "filler " * 20000)))
-        poll(lambda: any("retry" in e for e in status(live).service.errors.values()), 30,
-             message="a scheduled retry in status")
+        poll(
+            lambda: any("retry" in e for e in status(live).service.errors.values()),
+            30,
+            message="a scheduled retry in status",
+        )
         assert cli_status_rc(live) == 2
         assert search_cli(live.db, "heron") == []
     finally:
@@ -219,13 +231,21 @@ def test_removed_socket_is_bound_again(live, how):
 def test_index_once_is_never_a_second_writer(live):
     live.path.write_bytes(session("s-1", "walrus"))
     d = live.daemon()
-    out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1 and "being indexed by another process" in out.stderr, out
     assert f"pid {d.proc.pid}" in out.stderr and "Traceback" not in out.stderr
     assert d.stop() == 0
-    out = subprocess.run([PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db), "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [PIWATCH, "index", "--once", "--sessions", str(live.root), "--db", str(live.db), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
 
 

@@ -44,12 +44,27 @@ def served(short_tmp):
     write_session(root, "c", "s-other", str(short_tmp / "proj2"), "unicorn secret elsewhere")
     write_session(root, "d", "s-current", str(proj), "unicorn before", "unicorn call", "unicorn after")
     (root / "e").mkdir()
-    (root / "e" / "s-echo.jsonl").write_bytes(jsonl(
-        v3_header("s-echo", str(proj)),
-        msg("q", None, "assistant", [{"type": "toolCall", "id": "t1", "name": "event_search", "arguments": {"query": "unicorn"}}]),
-        msg("r", "q", "toolResult", [{"type": "text", "text": "1 hit: unicorn deploy plan"}], toolCallId="t1",
-            toolName="event_search", isError=False, details={"piwatch": {"v": 1}}),
-    ))
+    (root / "e" / "s-echo.jsonl").write_bytes(
+        jsonl(
+            v3_header("s-echo", str(proj)),
+            msg(
+                "q",
+                None,
+                "assistant",
+                [{"type": "toolCall", "id": "t1", "name": "event_search", "arguments": {"query": "unicorn"}}],
+            ),
+            msg(
+                "r",
+                "q",
+                "toolResult",
+                [{"type": "text", "text": "1 hit: unicorn deploy plan"}],
+                toolCallId="t1",
+                toolName="event_search",
+                isError=False,
+                details={"piwatch": {"v": 1}},
+            ),
+        )
+    )
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(root)])
     api = Api(db, hello_info=lambda: {"version": "test"})
@@ -80,7 +95,9 @@ def test_own_tool_calls_and_results_are_hidden_unless_asked(served):
         assert "s-echo" not in sessions_of(c.search("unicorn"))
         asked = c.request("search", {"query": "unicorn", "includeOwnResults": True})
         assert {(h["entryId"], h["evidence"]["kind"]) for h in asked["hits"] if h["sessionId"] == "s-echo"} == {
-            ("q", "tool.call"), ("r", "tool.result")}
+            ("q", "tool.call"),
+            ("r", "tool.result"),
+        }
 
 
 def test_current_session_cutoff(served):
@@ -158,7 +175,11 @@ def test_hostile_clients_do_not_disturb_a_normal_one(served):
                 if data:
                     (n,) = struct.unpack("!I", data[:4])
                     reply = msgpack.unpackb(data[4 : 4 + n])
-                    assert reply["ok"] is False and reply["error"]["code"] in ("bad_request", "too_large", "hello_required")
+                    assert reply["ok"] is False and reply["error"]["code"] in (
+                        "bad_request",
+                        "too_large",
+                        "hello_required",
+                    )
             except (TimeoutError, ConnectionResetError):
                 pass
     finally:
@@ -190,8 +211,11 @@ def test_many_concurrent_clients(served):
     while time.monotonic() < deadline and len(server.threads()) > 1:
         time.sleep(0.05)
     # (The text index's segment files stay open in the one shared index object.)
-    db_fds = [f for f in os.listdir("/proc/self/fd")
-              if "db.sqlite3" in (p := os.path.realpath(f"/proc/self/fd/{f}")) and ".tantivy" not in p]
+    db_fds = [
+        f
+        for f in os.listdir("/proc/self/fd")
+        if "db.sqlite3" in (p := os.path.realpath(f"/proc/self/fd/{f}")) and ".tantivy" not in p
+    ]
     assert len(db_fds) <= 6, db_fds
 
 

@@ -42,8 +42,10 @@ def test_systemd_analyze_verify(tmp_path):
     assert not ours, ours
 
 
-@pytest.mark.parametrize("data", [(REPO / "launchd" / "dev.piwatch.piwatchd.plist").read_bytes(),
-                                  render_launchd_plist(PIWATCHD, "/Users/someone")])
+@pytest.mark.parametrize(
+    "data",
+    [(REPO / "launchd" / "dev.piwatch.piwatchd.plist").read_bytes(), render_launchd_plist(PIWATCHD, "/Users/someone")],
+)
 def test_launchd_plist_shape(data):
     plist = plistlib.loads(data)
     assert plist["Label"] == LAUNCHD_LABEL and plist["RunAtLoad"] is True
@@ -62,12 +64,17 @@ def test_plutil_lint(tmp_path):
 def test_service_print_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    out = subprocess.run([sys.executable, "-m", "piwatch.cli", "service", "install", "--print"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "piwatch.cli", "service", "install", "--print"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "ExecStart=" in out.stdout or "<plist" in out.stdout
     assert not (tmp_path / "cfg").exists()
-    subprocess.run([sys.executable, "-m", "piwatch.cli", "service", "install", "--no-start"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "piwatch.cli", "service", "install", "--no-start"], check=True, capture_output=True
+    )
     unit = tmp_path / "cfg" / "systemd" / "user" / "piwatchd.service"
     assert unit.exists() and f"ExecStart={PIWATCHD}" in unit.read_text()
     subprocess.run([sys.executable, "-m", "piwatch.cli", "service", "uninstall"], check=True, capture_output=True)

@@ -93,9 +93,7 @@ def test_partial_tail_shrunk_but_past_checkpoint_is_rewrite():
     assert classify(cp, observe_bytes(OLD + b'{"ty', cp, mtime=101)) is Change.REWRITTEN
 
 
-lines_st = st.lists(
-    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=30
-)
+lines_st = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=30)
 
 
 @given(lines=lines_st, extra=st.binary(min_size=1, max_size=200))

@@ -13,8 +13,11 @@ from conftest import jsonl, msg, v3_header
 from piwatchd.index.tantivy_text import text_dir
 
 SESSIONS = {
-    "a.jsonl": jsonl(v3_header("s-a"), msg("a1", None, "user", "the narwhal migrates north"),
-                     msg("a2", "a1", "assistant", [{"type": "text", "text": "narwhal sightings logged"}])),
+    "a.jsonl": jsonl(
+        v3_header("s-a"),
+        msg("a1", None, "user", "the narwhal migrates north"),
+        msg("a2", "a1", "assistant", [{"type": "text", "text": "narwhal sightings logged"}]),
+    ),
     "b.jsonl": jsonl(v3_header("s-b", cwd="/work/other"), msg("b1", None, "user", "a quiet narwhal day")),
 }
 

@@ -60,8 +60,11 @@ def test_a_private_directory_and_a_missing_socket_pass_the_check(short_tmp):
 
 def test_local_transport_applies_the_same_authorization(index_dir):
     index_dir.write("a.jsonl", jsonl(v3_header("s-a", "/work/proj"), msg("e", None, "user", "otter here")))
-    index_dir.write("b.jsonl", jsonl(v3_header("s-b", "/work/other"), msg("e", None, "user", "otter there")),
-                    folder="--work-other--")
+    index_dir.write(
+        "b.jsonl",
+        jsonl(v3_header("s-b", "/work/other"), msg("e", None, "user", "otter there")),
+        folder="--work-other--",
+    )
     index_dir.index()
     with Client(transport=LocalTransport(index_dir.db), caller={"workspaceRoot": "/work/proj"}) as c:
         assert {h.session_id for h in c.search("otter").hits} == {"s-a"}
@@ -75,8 +78,13 @@ def test_local_transport_applies_the_same_authorization(index_dir):
 
 def test_a_broken_index_under_a_running_api_is_unavailable_not_internal(index_dir):
     for i in range(80):
-        index_dir.write(f"s{i}.jsonl", jsonl(v3_header(f"s-{i}", "/work/proj"),
-                                             *[msg(f"e{j}", None, "user", f"otter {i} {j} " * 40) for j in range(8)]))
+        index_dir.write(
+            f"s{i}.jsonl",
+            jsonl(
+                v3_header(f"s-{i}", "/work/proj"),
+                *[msg(f"e{j}", None, "user", f"otter {i} {j} " * 40) for j in range(8)],
+            ),
+        )
     index_dir.index()
     with Client(transport=LocalTransport(index_dir.db), caller={"all": True}) as c:
         assert c.read("s-0", "e0").source.status == "verified"

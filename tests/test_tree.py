@@ -110,26 +110,57 @@ def test_seed_example_trace_of_e_and_b():
 CASES = [
     (
         "no compaction: every message on the path is direct; metadata is not-applicable",
-        seq(("m", None, "model_change", None), ("u", "m"), ("a", "u", None, "assistant"), ("l", "a", "label", None, {"target_id": "u"})),
+        seq(
+            ("m", None, "model_change", None),
+            ("u", "m"),
+            ("a", "u", None, "assistant"),
+            ("l", "a", "label", None, {"target_id": "u"}),
+        ),
         None,
-        {"m": ("selected", "not-applicable"), "u": ("selected", "direct"), "a": ("selected", "direct"),
-         "l": ("selected", "not-applicable")},
+        {
+            "m": ("selected", "not-applicable"),
+            "u": ("selected", "direct"),
+            "a": ("selected", "direct"),
+            "l": ("selected", "not-applicable"),
+        },
     ),
     (
         "latest compaction: before firstKept summarized, kept and after direct",
-        seq(("u1", None), ("a1", "u1", None, "assistant"), ("u2", "a1"), ("a2", "u2", None, "assistant"),
-            ("c", "a2", "compaction", None, {"first_kept": "u2"}), ("u3", "c")),
+        seq(
+            ("u1", None),
+            ("a1", "u1", None, "assistant"),
+            ("u2", "a1"),
+            ("a2", "u2", None, "assistant"),
+            ("c", "a2", "compaction", None, {"first_kept": "u2"}),
+            ("u3", "c"),
+        ),
         None,
-        {"u1": ("selected", "summarized"), "a1": ("selected", "summarized"), "u2": ("selected", "direct"),
-         "a2": ("selected", "direct"), "c": ("selected", "direct"), "u3": ("selected", "direct")},
+        {
+            "u1": ("selected", "summarized"),
+            "a1": ("selected", "summarized"),
+            "u2": ("selected", "direct"),
+            "a2": ("selected", "direct"),
+            "c": ("selected", "direct"),
+            "u3": ("selected", "direct"),
+        },
     ),
     (
         "two compactions: only the latest counts; the older one inside the kept range is superseded",
-        seq(("u1", None), ("c1", "u1", "compaction", None, {"first_kept": "u1"}), ("u2", "c1"),
-            ("c2", "u2", "compaction", None, {"first_kept": "u1"}), ("u3", "c2")),
+        seq(
+            ("u1", None),
+            ("c1", "u1", "compaction", None, {"first_kept": "u1"}),
+            ("u2", "c1"),
+            ("c2", "u2", "compaction", None, {"first_kept": "u1"}),
+            ("u3", "c2"),
+        ),
         None,
-        {"u1": ("selected", "direct"), "c1": ("selected", "summarized"), "u2": ("selected", "direct"),
-         "c2": ("selected", "direct"), "u3": ("selected", "direct")},
+        {
+            "u1": ("selected", "direct"),
+            "c1": ("selected", "summarized"),
+            "u2": ("selected", "direct"),
+            "c2": ("selected", "direct"),
+            "u3": ("selected", "direct"),
+        },
     ),
     (
         "retain-none compaction stores its own id: nothing before it is kept",
@@ -139,18 +170,37 @@ CASES = [
     ),
     (
         "system message inside the kept range is dropped by Pi",
-        seq(("s", None, None, "system"), ("u1", "s"), ("c", "u1", "compaction", None, {"first_kept": "s"}), ("s2", "c", None, "system")),
+        seq(
+            ("s", None, None, "system"),
+            ("u1", "s"),
+            ("c", "u1", "compaction", None, {"first_kept": "s"}),
+            ("s2", "c", None, "system"),
+        ),
         None,
-        {"s": ("selected", "summarized"), "u1": ("selected", "direct"), "c": ("selected", "direct"), "s2": ("selected", "direct")},
+        {
+            "s": ("selected", "summarized"),
+            "u1": ("selected", "direct"),
+            "c": ("selected", "direct"),
+            "s2": ("selected", "direct"),
+        },
     ),
     (
         "context edits: latest per target wins; null omits, non-null keeps",
-        seq(("u1", None), ("u2", "u1"), ("e1", "u2", "context_edit", None, {"target_id": "u1", "omits": True}),
+        seq(
+            ("u1", None),
+            ("u2", "u1"),
+            ("e1", "u2", "context_edit", None, {"target_id": "u1", "omits": True}),
             ("e2", "e1", "context_edit", None, {"target_id": "u2", "omits": True}),
-            ("e3", "e2", "context_edit", None, {"target_id": "u2"})),
+            ("e3", "e2", "context_edit", None, {"target_id": "u2"}),
+        ),
         None,
-        {"u1": ("selected", "omitted"), "u2": ("selected", "direct"), "e1": ("selected", "not-applicable"),
-         "e2": ("selected", "not-applicable"), "e3": ("selected", "not-applicable")},
+        {
+            "u1": ("selected", "omitted"),
+            "u2": ("selected", "direct"),
+            "e1": ("selected", "not-applicable"),
+            "e2": ("selected", "not-applicable"),
+            "e3": ("selected", "not-applicable"),
+        },
     ),
     (
         "an edit on another branch does not apply",
@@ -160,26 +210,50 @@ CASES = [
     ),
     (
         "an edit summarized away by a later compaction no longer applies",
-        seq(("u1", None), ("e1", "u1", "context_edit", None, {"target_id": "u1", "omits": True}), ("u2", "e1"),
-            ("c", "u2", "compaction", None, {"first_kept": "u2"})),
+        seq(
+            ("u1", None),
+            ("e1", "u1", "context_edit", None, {"target_id": "u1", "omits": True}),
+            ("u2", "e1"),
+            ("c", "u2", "compaction", None, {"first_kept": "u2"}),
+        ),
         None,
-        {"u1": ("selected", "summarized"), "e1": ("selected", "not-applicable"), "u2": ("selected", "direct"),
-         "c": ("selected", "direct")},
+        {
+            "u1": ("selected", "summarized"),
+            "e1": ("selected", "not-applicable"),
+            "u2": ("selected", "direct"),
+            "c": ("selected", "direct"),
+        },
     ),
     (
         "several roots: only the leaf's tree is selected",
         seq(("u1", None), ("a1", "u1", None, "assistant"), ("u2", None), ("a2", "u2", None, "assistant")),
         None,
-        {"u1": ("alternate", "not-selected"), "a1": ("alternate", "not-selected"), "u2": ("selected", "direct"),
-         "a2": ("selected", "direct")},
+        {
+            "u1": ("alternate", "not-selected"),
+            "a1": ("alternate", "not-selected"),
+            "u2": ("selected", "direct"),
+            "a2": ("selected", "direct"),
+        },
     ),
     (
         "branch summary on the path: the abandoned segment is summarized; empty summaries summarize nothing",
-        seq(("u1", None), ("a1", "u1", None, "assistant"), ("u2", "a1"), ("a2", "u2", None, "assistant"),
-            ("bs", "a1", "branch_summary", None, {"from_id": "a2"}), ("u3", "bs")),
+        seq(
+            ("u1", None),
+            ("a1", "u1", None, "assistant"),
+            ("u2", "a1"),
+            ("a2", "u2", None, "assistant"),
+            ("bs", "a1", "branch_summary", None, {"from_id": "a2"}),
+            ("u3", "bs"),
+        ),
         None,
-        {"u1": ("selected", "direct"), "a1": ("selected", "direct"), "u2": ("alternate", "summarized"),
-         "a2": ("alternate", "summarized"), "bs": ("selected", "direct"), "u3": ("selected", "direct")},
+        {
+            "u1": ("selected", "direct"),
+            "a1": ("selected", "direct"),
+            "u2": ("alternate", "summarized"),
+            "a2": ("alternate", "summarized"),
+            "bs": ("selected", "direct"),
+            "u3": ("selected", "direct"),
+        },
     ),
     (
         "empty branch summary sends nothing",
@@ -189,7 +263,11 @@ CASES = [
     ),
     (
         "!! bash runs and unknown roles never reach the model",
-        seq(("b", None, None, "bashExecution", {"silent": True}), ("d", "b", None, "developer"), ("x", "d", None, "bashExecution")),
+        seq(
+            ("b", None, None, "bashExecution", {"silent": True}),
+            ("d", "b", None, "developer"),
+            ("x", "d", None, "bashExecution"),
+        ),
         None,
         {"b": ("selected", "not-applicable"), "d": ("selected", "not-applicable"), "x": ("selected", "direct")},
     ),
@@ -197,8 +275,12 @@ CASES = [
         "a leaf entry selects its target",
         seq(("u1", None), ("u2", "u1"), ("u3", "u1"), ("lf", "u3", "leaf", None, {"target_id": "u2"})),
         None,
-        {"u1": ("selected", "direct"), "u2": ("selected", "direct"), "u3": ("alternate", "not-selected"),
-         "lf": ("alternate", "not-applicable")},
+        {
+            "u1": ("selected", "direct"),
+            "u2": ("selected", "direct"),
+            "u3": ("alternate", "not-selected"),
+            "lf": ("alternate", "not-applicable"),
+        },
     ),
     (
         "a leaf entry naming an absent id: unknown, not a guess",
@@ -265,15 +347,26 @@ def test_entry_edges_and_file_evidence():
     assert cleared.detail == {"label": None}
     bs = entry_edges({"type": "branch_summary", "fromId": "root"})[0]
     assert bs.target_entry_id is None and bs.target_ref == "root"
-    data = {"type": "message", "message": {"role": "assistant", "content": [
-        {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "@a.py"}},
-        {"type": "toolCall", "id": "c2", "name": "edit", "arguments": {"path": "b.py", "edits": []}},
-        {"type": "toolCall", "id": "c3", "name": "bash", "arguments": {"command": "cat c.py"}},
-    ]}}
+    data = {
+        "type": "message",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "@a.py"}},
+                {"type": "toolCall", "id": "c2", "name": "edit", "arguments": {"path": "b.py", "edits": []}},
+                {"type": "toolCall", "id": "c3", "name": "bash", "arguments": {"command": "cat c.py"}},
+            ],
+        },
+    }
     ev = entry_file_evidence(data, "/w")
     assert [(e.path, e.mode, e.call_id) for e in ev] == [("/w/a.py", "read", "c1"), ("/w/b.py", "changed", "c2")]
-    comp = entry_file_evidence({"type": "compaction", "details": {"readFiles": ["r.py"], "modifiedFiles": ["m.py"]}}, "/w")
-    assert [(e.path, e.mode, e.source) for e in comp] == [("/w/r.py", "read", "compaction"), ("/w/m.py", "changed", "compaction")]
+    comp = entry_file_evidence(
+        {"type": "compaction", "details": {"readFiles": ["r.py"], "modifiedFiles": ["m.py"]}}, "/w"
+    )
+    assert [(e.path, e.mode, e.source) for e in comp] == [
+        ("/w/r.py", "read", "compaction"),
+        ("/w/m.py", "changed", "compaction"),
+    ]
 
 
 # -- properties ----------------------------------------------------------------
@@ -315,16 +408,31 @@ def pi_projection(nodes: list[Node], leaf_id: str | None) -> set[str]:
         if edit is not None and edit.omits:
             continue
         if e.type == "message":
-            if e.role in ("system", "user", "assistant", "toolResult", "custom", "branchSummary", "compactionSummary", "hookMessage") or (
-                e.role == "bashExecution" and not e.silent
-            ):
+            if e.role in (
+                "system",
+                "user",
+                "assistant",
+                "toolResult",
+                "custom",
+                "branchSummary",
+                "compactionSummary",
+                "hookMessage",
+            ) or (e.role == "bashExecution" and not e.silent):
                 out.add(e.entry_id)
         elif e.type == "custom_message" or e.type == "compaction" or (e.type == "branch_summary" and not e.silent):
             out.add(e.entry_id)
     return out
 
 
-TYPES = ["message"] * 6 + ["compaction", "context_edit", "branch_summary", "label", "custom", "custom_message", "model_change"]
+TYPES = ["message"] * 6 + [
+    "compaction",
+    "context_edit",
+    "branch_summary",
+    "label",
+    "custom",
+    "custom_message",
+    "model_change",
+]
 ROLES = ["user", "assistant", "toolResult", "system", "bashExecution", "custom", "developer"]
 
 

@@ -219,11 +219,19 @@ def test_huge_recorded_values_are_bounded_in_every_listing(short_tmp):
     big = "N" * 2_000_000
     d = w.root / "a"
     d.mkdir()
-    (d / "s-big.jsonl").write_bytes(jsonl(
-        v3_header("s-big", str(w.proj)),
-        {"type": "session_info", "id": "i1", "parentId": None, "timestamp": "2026-05-01T10:00:00.500Z", "name": big},
-        *[msg(f"m{i}", "i1" if i == 0 else f"m{i - 1}", "user", f"ibis message {i}") for i in range(30)],
-    ))
+    (d / "s-big.jsonl").write_bytes(
+        jsonl(
+            v3_header("s-big", str(w.proj)),
+            {
+                "type": "session_info",
+                "id": "i1",
+                "parentId": None,
+                "timestamp": "2026-05-01T10:00:00.500Z",
+                "name": big,
+            },
+            *[msg(f"m{i}", "i1" if i == 0 else f"m{i - 1}", "user", f"ibis message {i}") for i in range(30)],
+        )
+    )
     w.start()
     try:
         with w.client({"cwd": str(w.proj)}) as c:

@@ -9,8 +9,18 @@ import pytest
 from piwatch import wire
 from piwatch.protocol import ErrorCode, ProtocolError
 
-DOCUMENTED = {"bad_request", "unsupported_protocol", "hello_required", "query_error", "not_found", "timeout",
-              "too_large", "busy", "unavailable", "internal"}
+DOCUMENTED = {
+    "bad_request",
+    "unsupported_protocol",
+    "hello_required",
+    "query_error",
+    "not_found",
+    "timeout",
+    "too_large",
+    "busy",
+    "unavailable",
+    "internal",
+}
 
 
 def test_schema_file_is_the_contract():
@@ -85,4 +95,6 @@ def test_mapping_reads_by_wire_name():
     assert hit["fragmentId"] == "f" and hit.get("toolName") is None and hit.get("nope", 1) == 1
     with pytest.raises(KeyError):
         hit["fragment_id"]
-    assert re.fullmatch(r'\{"fragmentId":"f","kind":"user.text","toolName":null\}', wire.to_json(hit, indent=None).replace(" ", ""))
+    assert re.fullmatch(
+        r'\{"fragmentId":"f","kind":"user.text","toolName":null\}', wire.to_json(hit, indent=None).replace(" ", "")
+    )

@@ -90,7 +90,12 @@ class Client:
         return self._hello
 
     def _call(self, op: str, args: Any, caller: dict[str, Any] | None = None) -> Any:
-        message: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, "args": wire.to_builtins(args)}
+        message: dict[str, Any] = {
+            "v": PROTOCOL_VERSION,
+            "id": next(self._ids),
+            "op": op,
+            "args": wire.to_builtins(args),
+        }
         if caller is not None or self.caller is not None:
             message["caller"] = caller if caller is not None else self.caller
         raw = self._transport.request(message)
@@ -123,31 +128,54 @@ class Client:
         result: wire.StatusResult = self.request("status", {}, caller or (None if self.caller else ALL))
         return result
 
-    def search(self, query: str, *, filters: dict[str, Any] | None = None, limit: int = 20, offset: int = 0,
-               caller: dict[str, Any] | None = None, wait: float | None = None,
-               include_own_results: bool = False) -> wire.SearchResult:
+    def search(
+        self,
+        query: str,
+        *,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        caller: dict[str, Any] | None = None,
+        wait: float | None = None,
+        include_own_results: bool = False,
+    ) -> wire.SearchResult:
         try:
             typed = msgspec.convert(filters or {}, wire.SearchFilters)
         except msgspec.ValidationError as exc:
             raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(str(exc))}") from None
-        args = wire.SearchArgs(query=query, filters=typed, limit=limit, offset=offset, wait_seconds=wait or None,
-                               include_own_results=include_own_results)
+        args = wire.SearchArgs(
+            query=query,
+            filters=typed,
+            limit=limit,
+            offset=offset,
+            wait_seconds=wait or None,
+            include_own_results=include_own_results,
+        )
         result: wire.SearchResult = self.request("search", args, caller)
         return result
 
-    def read(self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None, **options: Any) -> wire.ReadResult:
-        result: wire.ReadResult = self.request("read", {"sessionId": session_id, "entryId": entry_id, **options}, caller)
+    def read(
+        self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None, **options: Any
+    ) -> wire.ReadResult:
+        result: wire.ReadResult = self.request(
+            "read", {"sessionId": session_id, "entryId": entry_id, **options}, caller
+        )
         return result
 
     def trace(self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None) -> wire.TraceResult:
-        result: wire.TraceResult = self.request("trace", wire.TraceArgs(session_id=session_id, entry_id=entry_id), caller)
+        result: wire.TraceResult = self.request(
+            "trace", wire.TraceArgs(session_id=session_id, entry_id=entry_id), caller
+        )
         return result
 
-    def sessions(self, *, caller: dict[str, Any] | None = None, limit: int = 50, offset: int = 0) -> wire.SessionsResult:
+    def sessions(
+        self, *, caller: dict[str, Any] | None = None, limit: int = 50, offset: int = 0
+    ) -> wire.SessionsResult:
         result: wire.SessionsResult = self.request("sessions", wire.SessionsArgs(limit=limit, offset=offset), caller)
         return result
 
     def reindex(self, session_id: str | None = None, *, caller: dict[str, Any] | None = None) -> wire.ReindexResult:
         result: wire.ReindexResult = self.request(
-            "reindex", wire.ReindexArgs(session_id=session_id), caller or (None if self.caller else ALL))
+            "reindex", wire.ReindexArgs(session_id=session_id), caller or (None if self.caller else ALL)
+        )
         return result

@@ -165,4 +165,3 @@ class LocalTransport:
 
     def close(self) -> None:
         self.api.readers.reset()
-

@@ -100,24 +100,36 @@ def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: 
     if not sessions:
         return []
     marks = ",".join("?" * len(sessions))
-    total = conn.execute(f"SELECT coalesce(sum(entry_count), 0) FROM sessions WHERE session_id IN ({marks})", sessions).fetchone()[0]
+    total = conn.execute(
+        f"SELECT coalesce(sum(entry_count), 0) FROM sessions WHERE session_id IN ({marks})", sessions
+    ).fetchone()[0]
     if total > FILTER_FIRST_MAX_FRAGMENTS:
         return None
-    rowids = [r[0] for r in conn.execute(
-        f"SELECT f.frag_rowid FROM events e JOIN fragments f ON f.event_rowid = e.event_rowid"
-        f" WHERE e.session_id IN ({marks}) ORDER BY f.frag_rowid", sessions)]
+    rowids = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT f.frag_rowid FROM events e JOIN fragments f ON f.event_rowid = e.event_rowid"
+            f" WHERE e.session_id IN ({marks}) ORDER BY f.frag_rowid",
+            sessions,
+        )
+    ]
     ranges = _rowid_ranges(rowids)
     if len(ranges) > FILTER_FIRST_MAX_RANGES:
         return None
     score: dict[int, float] = {}
     for low, high in ranges:
-        score.update(conn.execute(
-            "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? AND rowid BETWEEN ? AND ?",
-            (expression, low, high)))
+        score.update(
+            conn.execute(
+                "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                (expression, low, high),
+            )
+        )
     return ranked_events(conn, request.filters, score)[:need]
 
 
-def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression: str, event_rowids: list[int]) -> dict[int, int]:
+def _matched_counts(
+    conn: sqlite3.Connection, request: SearchRequest, expression: str, event_rowids: list[int]
+) -> dict[int, int]:
     """How many fragments of each page event match (and pass the filters).
 
     The MATCH is restricted to the page's own fragments: an unrestricted
@@ -140,8 +152,9 @@ def _matched_counts(conn: sqlite3.Connection, request: SearchRequest, expression
     return counts
 
 
-def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
-                deadline: float | None = None) -> tuple[list[HitRow], dict[int, str]]:
+def ranked_page(
+    conn: sqlite3.Connection, request: SearchRequest, need: int, deadline: float | None = None
+) -> tuple[list[HitRow], dict[int, str]]:
     """Rows in the hit layout (offset applied, up to `need` - offset) and
     FTS5's marked snippet per fragment rowid, for the first `limit` rows."""
     expression = fts_expression(parse_query(request.query))
@@ -164,5 +177,3 @@ def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
         ):
             snippets[rowid] = snip or ""
     return rows, snippets
-
-

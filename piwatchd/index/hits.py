@@ -10,7 +10,17 @@ from typing import Any, NamedTuple
 
 from .query import QueryTimeout, SearchFilters, build_candidates_sql
 
-__all__ = ["Candidate", "HitRow", "SNIPPET_MAX_CHARS", "time_limit", "make_snippet", "ranked_events", "page_rows", "MARK_OPEN", "MARK_CLOSE"]
+__all__ = [
+    "Candidate",
+    "HitRow",
+    "SNIPPET_MAX_CHARS",
+    "time_limit",
+    "make_snippet",
+    "ranked_events",
+    "page_rows",
+    "MARK_OPEN",
+    "MARK_CLOSE",
+]
 
 SNIPPET_MAX_CHARS = 320
 # Match marks inside raw snippet text; the projection removes them from source text.
@@ -69,9 +79,7 @@ def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
         shift = len(prefix) - lo
         text = prefix + text[lo:hi] + suffix
         spans = [
-            [max(s + shift, len(prefix)), min(e + shift, len(prefix) + hi - lo)]
-            for s, e in spans
-            if e > lo and s < hi
+            [max(s + shift, len(prefix)), min(e + shift, len(prefix) + hi - lo)] for s, e in spans if e > lo and s < hi
         ]
     return text, spans
 
@@ -147,8 +155,24 @@ def page_rows(page: list[tuple], counts: dict[int, int]) -> list[HitRow]:
     """Ranked (score, fragment_id, Candidate) -> HitRow, with each event's
     matched-fragment count."""
     return [
-        HitRow(c.frag_rowid, score, c.fragment_id, c.kind, c.tool_name, c.session_id, c.entry_id, c.type, c.role,
-               c.ts_ms, c.is_error, c.context_role, c.branch_state, c.selection_state, c.cwd, c.session_name,
-               counts.get(c.event_rowid, 1))
+        HitRow(
+            c.frag_rowid,
+            score,
+            c.fragment_id,
+            c.kind,
+            c.tool_name,
+            c.session_id,
+            c.entry_id,
+            c.type,
+            c.role,
+            c.ts_ms,
+            c.is_error,
+            c.context_role,
+            c.branch_state,
+            c.selection_state,
+            c.cwd,
+            c.session_name,
+            counts.get(c.event_rowid, 1),
+        )
         for score, _, c in page
     ]

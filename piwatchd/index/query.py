@@ -273,7 +273,10 @@ _JOINS = """JOIN events e ON e.event_rowid = f.event_rowid
 
 def build_top_fragments_sql(expression: str, k: int) -> tuple[str, list[Any]]:
     """Phase 1 of a search: the k best-ranked fragments, from the FTS index alone."""
-    return "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank, rowid LIMIT ?", [expression, k]
+    return "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank, rowid LIMIT ?", [
+        expression,
+        k,
+    ]
 
 
 def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str, list[Any]]:
@@ -282,7 +285,7 @@ def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str
     sql = f"""SELECT f.frag_rowid, {_HIT_COLUMNS}
     FROM fragments f
     {_JOINS}
-    WHERE f.frag_rowid IN (SELECT value FROM json_each(?)){''.join(' AND ' + w for w in where)}"""
+    WHERE f.frag_rowid IN (SELECT value FROM json_each(?)){"".join(" AND " + w for w in where)}"""
 
     return sql, [json.dumps(rowids)] + params
 
@@ -308,7 +311,7 @@ hits AS (
     FROM matches m
     JOIN fragments f ON f.frag_rowid = m.frag_rowid
     {_JOINS}
-    WHERE {' AND '.join(where) or '1'}
+    WHERE {" AND ".join(where) or "1"}
 )
 SELECT frag_rowid, score, fragment_id, kind, tool_name, session_id, entry_id, type, role, ts_ms,
        is_error, context_role, branch_state, selection_state, cwd, session_name, matched

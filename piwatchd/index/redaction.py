@@ -33,8 +33,12 @@ def stored_fingerprint(conn: sqlite3.Connection) -> str | None:
 
 
 def record_rules(conn: sqlite3.Connection, rules: Rules) -> None:
-    doc = {"fingerprint": rules.fingerprint, "builtin": rules.builtin, "allow": sorted(rules.allow),
-           "patterns": [{"name": n, "regex": r} for n, r in rules.extra]}
+    doc = {
+        "fingerprint": rules.fingerprint,
+        "builtin": rules.builtin,
+        "allow": sorted(rules.allow),
+        "patterns": [{"name": n, "regex": r} for n, r in rules.extra],
+    }
     conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (_KEY, orjson.dumps(doc).decode()))
 
 
@@ -64,15 +68,18 @@ def add_counts(conn: sqlite3.Connection, session_id: str, counts: Mapping[str, i
     total = orjson.loads(row[0]) if row and row[0] else {}
     for kind, n in counts.items():
         total[kind] = total.get(kind, 0) + n
-    conn.execute("UPDATE sessions SET redactions=? WHERE session_id=?",
-                 (orjson.dumps(total, option=orjson.OPT_SORT_KEYS).decode(), session_id))
+    conn.execute(
+        "UPDATE sessions SET redactions=? WHERE session_id=?",
+        (orjson.dumps(total, option=orjson.OPT_SORT_KEYS).decode(), session_id),
+    )
 
 
 def redaction_totals(conn: sqlite3.Connection, where: str = "1", params: Iterable[object] = ()) -> dict[str, int]:
     """Redactions by kind over the sessions `s` that `where` selects (default: all)."""
     total: dict[str, int] = {}
-    for (value,) in conn.execute(f"SELECT s.redactions FROM sessions s WHERE s.redactions IS NOT NULL AND ({where})",
-                                 list(params)):
+    for (value,) in conn.execute(
+        f"SELECT s.redactions FROM sessions s WHERE s.redactions IS NOT NULL AND ({where})", list(params)
+    ):
         for kind, n in orjson.loads(value).items():
             total[kind] = total.get(kind, 0) + n
     return dict(sorted(total.items()))

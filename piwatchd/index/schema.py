@@ -16,8 +16,15 @@ from ..redact import Rules
 from .redaction import record_rules, stored_fingerprint
 
 __all__ = [
-    "SCHEMA_VERSION", "ENGINES", "DEFAULT_ENGINE", "open_writer", "open_reader", "ensure_schema", "index_engine",
-    "SchemaMismatch", "searchable_bytes",
+    "SCHEMA_VERSION",
+    "ENGINES",
+    "DEFAULT_ENGINE",
+    "open_writer",
+    "open_reader",
+    "ensure_schema",
+    "index_engine",
+    "SchemaMismatch",
+    "searchable_bytes",
 ]
 
 SCHEMA_VERSION = 8
@@ -26,8 +33,18 @@ ENGINES = ("tantivy", "fts5")
 DEFAULT_ENGINE = "tantivy"
 
 _TABLES = (
-    "fragments_fts", "fragments", "events", "sessions", "diagnostics", "sources", "relationships", "service_state",
-    "file_evidence", "tree_facts", "index_meta", "text_debt",
+    "fragments_fts",
+    "fragments",
+    "events",
+    "sessions",
+    "diagnostics",
+    "sources",
+    "relationships",
+    "service_state",
+    "file_evidence",
+    "tree_facts",
+    "index_meta",
+    "text_debt",
 )
 
 _SCHEMA = """

@@ -43,7 +43,9 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     return _result(request, expression, rows[: request.limit], snippets, len(rows) > request.limit)
 
 
-def _result(request: SearchRequest, expression: str, rows: list[HitRow], snippets: dict[int, str], has_more: bool) -> dict[str, Any]:
+def _result(
+    request: SearchRequest, expression: str, rows: list[HitRow], snippets: dict[int, str], has_more: bool
+) -> dict[str, Any]:
     hits = []
     for r in rows:
         text, spans = make_snippet(snippets.get(r.frag_rowid, ""))

@@ -72,7 +72,9 @@ def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int,
         "SELECT e.event_rowid, e.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"
         " e.fingerprint, e.id_recorded, src.path FROM events e JOIN sessions s ON s.session_id = e.session_id"
         " JOIN sources src ON src.source_id = s.source_id"
-        " WHERE e.event_rowid IN (SELECT value FROM json_each(?))", (json.dumps(event_rowids),)):
+        " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
+        (json.dumps(event_rowids),),
+    ):
         by_path.setdefault(row[10], []).append(row)
     out: dict[int, Event] = {}
     rules = index_rules(conn)  # the rules that redacted the indexed text

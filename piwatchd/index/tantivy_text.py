@@ -36,8 +36,21 @@ __all__ = ["TantivyText", "text_dir", "db_file_of", "text_reader", "register_tex
 TEXT_LAYOUT = 3
 _ANALYZER = "folded"
 _RAW_FIELDS = (
-    "event", "session", "type", "kind", "role", "tool", "error", "branch", "selection", "own",
-    "cwd", "cwd_up", "root_up", "file_read", "file_changed",
+    "event",
+    "session",
+    "type",
+    "kind",
+    "role",
+    "tool",
+    "error",
+    "branch",
+    "selection",
+    "own",
+    "cwd",
+    "cwd_up",
+    "root_up",
+    "file_read",
+    "file_changed",
 )
 # Meta words (tool name, error, custom type) count less than the text itself, as in FTS5.
 META_WEIGHT = 0.25
@@ -183,13 +196,24 @@ class TantivyText:
         parts: list[tuple] = []
         if clause.terms:
             alts = [Query.term_query(self.schema, f, v) for f, v in clause.terms]
-            parts.append((Occur.Must, alts[0] if len(alts) == 1 else Query.boolean_query([(Occur.Should, q) for q in alts])))
+            parts.append(
+                (Occur.Must, alts[0] if len(alts) == 1 else Query.boolean_query([(Occur.Should, q) for q in alts]))
+            )
         if clause.range is not None:
             field, low, high = clause.range
-            parts.append((Occur.Must, Query.range_query(
-                self.schema, field, tantivy.FieldType.Integer, low, high,
-                include_upper=high is None,
-            )))
+            parts.append(
+                (
+                    Occur.Must,
+                    Query.range_query(
+                        self.schema,
+                        field,
+                        tantivy.FieldType.Integer,
+                        low,
+                        high,
+                        include_upper=high is None,
+                    ),
+                )
+            )
         return parts[0][1] if len(parts) == 1 else Query.boolean_query(parts)
 
     def query(self, terms: list[Term], filters: SearchFilters, events: Iterable[int] = ()) -> Query:
@@ -204,7 +228,9 @@ class TantivyText:
             parts.append((occur, Query.const_score_query(q, 0.0) if occur == Occur.Must else q))
         event_keys = [str(e) for e in events]
         if event_keys:
-            parts.append((Occur.Must, Query.const_score_query(Query.term_set_query(self.schema, "event", event_keys), 0.0)))
+            parts.append(
+                (Occur.Must, Query.const_score_query(Query.term_set_query(self.schema, "event", event_keys), 0.0))
+            )
         if len(parts) == 1:
             return parts[0][1]  # a nested boolean costs ~30% on a common word
         return Query.boolean_query(parts)

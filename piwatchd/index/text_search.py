@@ -31,8 +31,14 @@ TIE_K_MAX = 4096
 SNIPPET_WINDOW = 420
 
 
-def _ranked(conn: sqlite3.Connection, text: TantivyText, request: SearchRequest, terms: list[Term], need: int,
-            deadline: float | None) -> tuple[list[tuple], dict[int, int] | None]:
+def _ranked(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    terms: list[Term],
+    need: int,
+    deadline: float | None,
+) -> tuple[list[tuple], dict[int, int] | None]:
     """The first `need` events, best first, and, when every match was
     fetched on the way, how many fragments of each event match."""
     query = text.query(terms, request.filters)
@@ -81,7 +87,9 @@ def _window(text: TantivyText, body: str, pattern: re.Pattern[str], tokens: set[
     if body.isascii():
         return None
     # Folded forms (`Café` for `cafe`) need the analyzer itself (bounded text).
-    spans = [(t.char_offset_from, t.char_offset_to) for t in text.analyzer.pre_tokenize(body).tokens if t.text in tokens]
+    spans = [
+        (t.char_offset_from, t.char_offset_to) for t in text.analyzer.pre_tokenize(body).tokens if t.text in tokens
+    ]
     if not spans:
         return None
     lo = max(0, spans[0][0] - SNIPPET_WINDOW // 4)
@@ -123,8 +131,9 @@ def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], pa
     return out
 
 
-def ranked_page(conn: sqlite3.Connection, request: SearchRequest, need: int,
-                deadline: float | None = None) -> tuple[list[HitRow], dict[int, str]]:
+def ranked_page(
+    conn: sqlite3.Connection, request: SearchRequest, need: int, deadline: float | None = None
+) -> tuple[list[HitRow], dict[int, str]]:
     """Rows in the hit layout of `piwatchd.index.search` (offset applied) and
     marked snippet text per fragment rowid."""
     text = text_reader(conn)

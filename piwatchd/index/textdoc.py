@@ -164,10 +164,17 @@ def filter_clauses(f: SearchFilters) -> list[Clause]:
     """The same admission as `query.filter_clauses` (SQL), as text-index clauses."""
     out: list[Clause] = []
     if f.authorized_roots is not None:
-        out.append(Clause("must", _root_terms("root_up", f.authorized_roots)) if f.authorized_roots else Clause("nothing"))
+        out.append(
+            Clause("must", _root_terms("root_up", f.authorized_roots)) if f.authorized_roots else Clause("nothing")
+        )
     for field, values in (
-        ("session", f.session_ids), ("type", f.event_types), ("kind", f.kinds), ("role", f.roles),
-        ("tool", f.tools), ("branch", f.branch_states), ("selection", f.selection_states),
+        ("session", f.session_ids),
+        ("type", f.event_types),
+        ("kind", f.kinds),
+        ("role", f.roles),
+        ("tool", f.tools),
+        ("branch", f.branch_states),
+        ("selection", f.selection_states),
     ):
         if values:
             out.append(Clause("must", _any(field, values)))

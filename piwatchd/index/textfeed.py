@@ -160,9 +160,13 @@ class TextFeed:
         rowids: list[int] = []
         for start in range(0, len(entry_ids), _CHUNK):
             chunk = entry_ids[start : start + _CHUNK]
-            rowids += [r[0] for r in self.conn.execute(
-                "SELECT event_rowid FROM events WHERE session_id=? AND entry_id IN (SELECT value FROM json_each(?))",
-                (session_id, json.dumps(chunk)))]
+            rowids += [
+                r[0]
+                for r in self.conn.execute(
+                    "SELECT event_rowid FROM events WHERE session_id=? AND entry_id IN (SELECT value FROM json_each(?))",
+                    (session_id, json.dumps(chunk)),
+                )
+            ]
         return rowids
 
     def refeed_events(self, rowids: list[int]) -> None:
@@ -184,8 +188,10 @@ class TextFeed:
         owed, self._owed = self._owed, set()
         if owed:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("DELETE FROM text_debt WHERE session_id IN (SELECT value FROM json_each(?))",
-                              (json.dumps(sorted(owed)),))
+            self.conn.execute(
+                "DELETE FROM text_debt WHERE session_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(owed)),),
+            )
             self.conn.execute("COMMIT")
         return True
 
@@ -195,8 +201,12 @@ class TextFeed:
         owed = [r[0] for r in self.conn.execute("SELECT session_id FROM text_debt")]
         for session_id in owed:
             self.text.delete_session(session_id)
-            rowids = [r[0] for r in self.conn.execute(
-                "SELECT event_rowid FROM events WHERE session_id=? ORDER BY ordinal", (session_id,))]
+            rowids = [
+                r[0]
+                for r in self.conn.execute(
+                    "SELECT event_rowid FROM events WHERE session_id=? ORDER BY ordinal", (session_id,)
+                )
+            ]
             for start in range(0, len(rowids), _CHUNK):
                 self.text.add(self._docs(rowids[start : start + _CHUNK], {}))
             self._owed.add(session_id)
@@ -220,22 +230,42 @@ class TextFeed:
         for rowid, path, mode in self.conn.execute(
             "SELECT e.event_rowid, fe.path, fe.mode FROM file_evidence fe JOIN events e"
             " ON e.session_id = fe.session_id AND e.entry_id = fe.entry_id"
-            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))", (ids,)):
+            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
+            (ids,),
+        ):
             files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
         facts: dict[int, EventFacts] = {}
         for r in self.conn.execute(
             "SELECT e.event_rowid, e.session_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error, e.branch_state,"
             " e.selection_state, s.cwd_norm, s.cwd_real, json_extract(e.meta, '$.piwatch') IS NOT NULL"
             " FROM events e JOIN sessions s ON s.session_id = e.session_id"
-            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))", (ids,)):
+            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
+            (ids,),
+        ):
             read, changed = files.get(r[0], ((), ()))
-            facts[r[0]] = EventFacts(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8], r[9], r[10],
-                                     bool(r[11]), tuple(read), tuple(changed))
+            facts[r[0]] = EventFacts(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                bool(r[6]),
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                bool(r[11]),
+                tuple(read),
+                tuple(changed),
+            )
         missing = [rowid for rowid in rowids if rowid not in events and rowid in facts]
         texts = {**events, **project_rows(self.conn, missing)} if missing else events
         for frag_rowid, event_rowid, fragment_id, kind, tool_name in self.conn.execute(
             "SELECT frag_rowid, event_rowid, fragment_id, kind, tool_name FROM fragments"
-            " WHERE event_rowid IN (SELECT value FROM json_each(?))", (ids,)):
+            " WHERE event_rowid IN (SELECT value FROM json_each(?))",
+            (ids,),
+        ):
             event = texts.get(event_rowid)
             fact = facts.get(event_rowid)
             frag = _fragment(event, fragment_id) if event is not None else None

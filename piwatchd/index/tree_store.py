@@ -118,7 +118,9 @@ class TreeBatch:
                         if ev.call_id:
                             by_call.setdefault(ev.call_id, []).append(ev)
                     for call_id in _call_ids(msg):
-                        self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal, by_call.get(call_id, [])))
+                        self._calls.setdefault(call_id, []).append(
+                            _Call(e.entry_id, e.ordinal, by_call.get(call_id, []))
+                        )
                 elif role == "toolResult" and isinstance(msg.get("toolCallId"), str) and msg["toolCallId"]:
                     found = self._find_call(sid, msg["toolCallId"], e)
                     if found is not None:
@@ -131,14 +133,19 @@ class TreeBatch:
                                     "tool-result-for",
                                     call.entry_id,
                                     provenance="recorded" if single else "derived",
-                                    detail={"toolCallId": msg["toolCallId"], **({} if single else {"chosenAmongCandidates": True})},
+                                    detail={
+                                        "toolCallId": msg["toolCallId"],
+                                        **({} if single else {"chosenAmongCandidates": True}),
+                                    },
                                 ),
                             )
                         )
                         for ev in evidence_for_calls(call.evidence):
                             file_rows.append(_file_row(sid, e.entry_id, ev))
         if facts_rows:
-            conn.executemany("INSERT OR REPLACE INTO tree_facts(session_id, entry_id, facts) VALUES (?,?,?)", facts_rows)
+            conn.executemany(
+                "INSERT OR REPLACE INTO tree_facts(session_id, entry_id, facts) VALUES (?,?,?)", facts_rows
+            )
         if edge_rows:
             conn.executemany(
                 "INSERT INTO relationships(session_id, entry_id, kind, target_session_id, target_entry_id, target_ref,"
@@ -196,9 +203,13 @@ class TreeBatch:
     def _session_edges(self, sid: str) -> None:
         if not self.parent_session:
             return
-        if not self.full and self.conn.execute(
-            "SELECT 1 FROM relationships WHERE session_id=? AND entry_id IS NULL AND kind='session-parent' LIMIT 1", (sid,)
-        ).fetchone():
+        if (
+            not self.full
+            and self.conn.execute(
+                "SELECT 1 FROM relationships WHERE session_id=? AND entry_id IS NULL AND kind='session-parent' LIMIT 1",
+                (sid,),
+            ).fetchone()
+        ):
             return
         # Resolved again when read: the parent may be indexed later, or move.
         self.conn.execute(
@@ -212,7 +223,12 @@ def _call_ids(msg: dict) -> list[str]:
     content = msg.get("content")
     out = []
     for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "toolCall" and isinstance(block.get("id"), str) and block["id"]:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "toolCall"
+            and isinstance(block.get("id"), str)
+            and block["id"]
+        ):
             out.append(block["id"])
     return out
 
@@ -379,7 +395,8 @@ class DbTreeView:
     def node(self, entry_id: str) -> Node | None:
         if entry_id not in self._nodes:
             r = self.conn.execute(
-                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_id=? AND e.entry_id=?", (self.session_id, entry_id)
+                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_id=? AND e.entry_id=?",
+                (self.session_id, entry_id),
             ).fetchone()
             if r is None:
                 self._nodes[entry_id] = None

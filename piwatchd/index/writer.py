@@ -138,7 +138,9 @@ class IndexWriter:
         return [r[0] for r in self.conn.execute("SELECT path FROM sources ORDER BY path")]
 
     def ensure_source(self, path: str) -> int:
-        self.conn.execute("INSERT INTO sources(path, state) VALUES (?, 'pending') ON CONFLICT(path) DO NOTHING", (path,))
+        self.conn.execute(
+            "INSERT INTO sources(path, state) VALUES (?, 'pending') ON CONFLICT(path) DO NOTHING", (path,)
+        )
         return self.conn.execute("SELECT source_id FROM sources WHERE path = ?", (path,)).fetchone()[0]
 
     def save_checkpoint(
@@ -206,9 +208,7 @@ class IndexWriter:
             )
 
     def record_diagnostics(self, source_id: int, diagnostics: Iterable[Diagnostic]) -> int:
-        rows = [
-            (source_id, d.byte_offset, d.code, d.message, int(d.repaired), _now_ms()) for d in diagnostics
-        ]
+        rows = [(source_id, d.byte_offset, d.code, d.message, int(d.repaired), _now_ms()) for d in diagnostics]
         if not rows:
             return 0
         self.conn.execute("UPDATE sources SET diagnostics = diagnostics + ? WHERE source_id=?", (len(rows), source_id))

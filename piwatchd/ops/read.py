@@ -67,8 +67,6 @@ def _iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-
-
 def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
     """(source path, recorded cwd) of an indexed session."""
     row = session_row(conn, session_id)
@@ -120,34 +118,72 @@ def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"field": where, "kind": "thinking", "reason": "private reasoning is excluded"})
         elif btype == "image":
             size = len(b64) if isinstance(b64 := block.get("data"), str) else None
-            out.append({"field": where, "kind": "image", "mimeType": block.get("mimeType"), "base64Chars": size,
-                        "reason": "image data is excluded"})
+            out.append(
+                {
+                    "field": where,
+                    "kind": "image",
+                    "mimeType": block.get("mimeType"),
+                    "base64Chars": size,
+                    "reason": "image data is excluded",
+                }
+            )
         for key in ("textSignature", "thinkingSignature", "thoughtSignature", "partialJson"):
             if key in block:
-                out.append({"field": f"{where}.{key}", "kind": "provider-private", "reason": "provider-private metadata is excluded"})
+                out.append(
+                    {
+                        "field": f"{where}.{key}",
+                        "kind": "provider-private",
+                        "reason": "provider-private metadata is excluded",
+                    }
+                )
     if isinstance(msg, dict):
         role = msg.get("role")
         if role in ("system", "developer"):
-            out.append({"field": "message.content", "kind": "prompt", "reason": "system/developer prompts are not event content"})
+            out.append(
+                {
+                    "field": "message.content",
+                    "kind": "prompt",
+                    "reason": "system/developer prompts are not event content",
+                }
+            )
         if "details" in msg:
-            out.append({"field": "message.details", "kind": "details", "reason": "tool details are not model-visible content; see the source locator"})
+            out.append(
+                {
+                    "field": "message.details",
+                    "kind": "details",
+                    "reason": "tool details are not model-visible content; see the source locator",
+                }
+            )
         if "usage" in msg:
             out.append({"field": "message.usage", "kind": "accounting", "reason": "token accounting is not content"})
         if isinstance(msg.get("attachments"), list):
-            out.append({"field": "message.attachments", "kind": "attachment", "reason": "attachment bodies are excluded"})
+            out.append(
+                {"field": "message.attachments", "kind": "attachment", "reason": "attachment bodies are excluded"}
+            )
     elif "details" in data and data.get("type") in ("custom_message", "compaction", "branch_summary"):
-        out.append({"field": "details", "kind": "details", "reason": "extension/summary details are not content; see the source locator"})
+        out.append(
+            {
+                "field": "details",
+                "kind": "details",
+                "reason": "extension/summary details are not content; see the source locator",
+            }
+        )
     if data.get("type") == "custom":
-        out.append({"field": "data", "kind": "extension-state", "reason": "extension state is not conversation content"})
+        out.append(
+            {"field": "data", "kind": "extension-state", "reason": "extension state is not conversation content"}
+        )
     if data.get("type") == "compaction" and isinstance(data.get("systemMessage"), dict):
         out.append({"field": "systemMessage", "kind": "prompt", "reason": "the prompt checkpoint is not event content"})
     if data.get("type") == "context_edit" and isinstance(data.get("replacement"), dict):
-        out.append({"field": "replacement", "kind": "edit", "reason": "replacement content is read from the source locator"})
+        out.append(
+            {"field": "replacement", "kind": "edit", "reason": "replacement content is read from the source locator"}
+        )
     return out
 
 
-def _previews(conn: sqlite3.Connection, session_id: str, entry_ids: list[str],
-              limit: int = SMALL_PREVIEW) -> dict[str, tuple[str, str]]:
+def _previews(
+    conn: sqlite3.Connection, session_id: str, entry_ids: list[str], limit: int = SMALL_PREVIEW
+) -> dict[str, tuple[str, str]]:
     """Small previews, {entry id: (text, where from)}, a navigation aid and
     never canonical content: the first fragment's indexed text, or, when the
     text engine keeps no text in the read model (Tantivy), the same fragment
@@ -216,7 +252,9 @@ def node_summary(conn: sqlite3.Connection, view: DbTreeView, entry_id: str) -> d
     return found[0] if found else None
 
 
-def _neighbours(conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order: str, before: int, after: int) -> dict[str, Any]:
+def _neighbours(
+    conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order: str, before: int, after: int
+) -> dict[str, Any]:
     out: dict[str, Any] = {"order": order}
     if order == "append":
         row = view.row(entry_id)
@@ -268,8 +306,17 @@ def event_read(conn: sqlite3.Connection, args: wire.ReadArgs) -> dict[str, Any]:
     if line is not None:
         decoded = decode_line(RawLine(row["byteOffset"], line))
         data = decoded.value if isinstance(decoded.value, dict) else {}
-        entry = Entry(eid, row["parentId"], row["type"], row["ordinal"], row["byteOffset"], row["byteLength"],
-                      row["fingerprint"], data, row["idRecorded"])
+        entry = Entry(
+            eid,
+            row["parentId"],
+            row["type"],
+            row["ordinal"],
+            row["byteOffset"],
+            row["byteLength"],
+            row["fingerprint"],
+            data,
+            row["idRecorded"],
+        )
         rules = NO_RULES if args.unredacted else index_rules(conn)
         fragments = project_entry(sid, entry, rules, bounded=False).fragments
         texts = {f.fragment_id: f.text for f in fragments}
@@ -312,7 +359,9 @@ def event_read(conn: sqlite3.Connection, args: wire.ReadArgs) -> dict[str, Any]:
 def _window(args: wire.ReadArgs, texts: dict[str, str], fragments: dict, locator: dict) -> dict[str, Any]:
     fid = args.fragment_id
     if fid is None or fid not in fragments:
-        raise OpError("not-found", f"no fragment {wire.quote(fid)} in this event (fragments: {', '.join(fragments) or 'none'})")
+        raise OpError(
+            "not-found", f"no fragment {wire.quote(fid)} in this event (fragments: {', '.join(fragments) or 'none'})"
+        )
     text = texts[fid]
     offset = 0 if args.offset is None else args.offset
     if offset > len(text):

@@ -29,9 +29,10 @@ MAX_EDGES = 200  # per kind and direction; a trace stays small
 
 def _target(conn: sqlite3.Connection, session_id: str | None, entry_id: str | None, ref: str | None) -> dict[str, Any]:
     if session_id and entry_id:
-        indexed = conn.execute(
-            "SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (session_id, entry_id)
-        ).fetchone() is not None
+        indexed = (
+            conn.execute("SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (session_id, entry_id)).fetchone()
+            is not None
+        )
         return {"sessionId": session_id, "entryId": entry_id, "indexed": indexed}
     return {"ref": ref}
 
@@ -40,18 +41,37 @@ def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> li
     out: list[dict[str, Any]] = []
     node = view.node(eid)
     if node is not None and node.parent_id is not None:
-        out.append({"kind": "parent", "direction": "out", "provenance": "recorded",
-                    "target": _target(conn, sid, node.parent_id, None)})
+        out.append(
+            {
+                "kind": "parent",
+                "direction": "out",
+                "provenance": "recorded",
+                "target": _target(conn, sid, node.parent_id, None),
+            }
+        )
     for child in view.children(eid)[:MAX_EDGES]:
-        out.append({"kind": "child", "direction": "out", "provenance": "recorded",
-                    "target": {"sessionId": sid, "entryId": child.entry_id, "indexed": True}})
+        out.append(
+            {
+                "kind": "child",
+                "direction": "out",
+                "provenance": "recorded",
+                "target": {"sessionId": sid, "entryId": child.entry_id, "indexed": True},
+            }
+        )
     for kind, tsid, teid, ref, prov, detail in conn.execute(
         "SELECT kind, target_session_id, target_entry_id, target_ref, provenance, detail FROM relationships"
         " WHERE session_id=? AND entry_id=? LIMIT ?",
         (sid, eid, MAX_EDGES),
     ):
-        out.append({"kind": kind, "direction": "out", "provenance": prov, "target": _target(conn, tsid, teid, ref),
-                    "detail": orjson.loads(detail) if detail else None})
+        out.append(
+            {
+                "kind": kind,
+                "direction": "out",
+                "provenance": prov,
+                "target": _target(conn, tsid, teid, ref),
+                "detail": orjson.loads(detail) if detail else None,
+            }
+        )
     # Incoming edges; labels resolve latest-wins by the label entry's append order.
     incoming = conn.execute(
         "SELECT r.kind, r.session_id, r.entry_id, r.provenance, r.detail, e.ordinal FROM relationships r"
@@ -66,16 +86,29 @@ def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> li
         d = orjson.loads(detail) if detail else {}
         if kind == "labels":
             d["current"] = ordinal == last_label
-        out.append({"kind": kind, "direction": "in", "provenance": prov,
-                    "target": {"sessionId": ssid, "entryId": seid, "indexed": True}, "detail": d or None})
+        out.append(
+            {
+                "kind": kind,
+                "direction": "in",
+                "provenance": prov,
+                "target": {"sessionId": ssid, "entryId": seid, "indexed": True},
+                "detail": d or None,
+            }
+        )
     for path, mode, source, prov, raw, tool, call in conn.execute(
         "SELECT path, mode, source, provenance, raw_path, tool_name, call_id FROM file_evidence"
         " WHERE session_id=? AND entry_id=? LIMIT ?",
         (sid, eid, MAX_EDGES),
     ):
-        out.append({"kind": "file-read" if mode == "read" else "file-changed", "direction": "out", "provenance": prov,
-                    "target": {"path": path},
-                    "detail": {"recordedPath": raw, "source": source, "toolName": tool, "toolCallId": call}})
+        out.append(
+            {
+                "kind": "file-read" if mode == "read" else "file-changed",
+                "direction": "out",
+                "provenance": prov,
+                "target": {"path": path},
+                "detail": {"recordedPath": raw, "source": source, "toolName": tool, "toolCallId": call},
+            }
+        )
     out.extend(_session_edges(conn, sid, eid))
     return out
 
@@ -88,21 +121,39 @@ def _session_edges(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[st
     ):
         row = session_by_path(conn, ref) or session_row(conn, ref)
         parent = row.session_id if row else None
-        out.append({"kind": "session-parent", "direction": "out", "provenance": "recorded",
-                    "target": {"ref": ref, "sessionId": parent, "indexed": parent is not None}})
+        out.append(
+            {
+                "kind": "session-parent",
+                "direction": "out",
+                "provenance": "recorded",
+                "target": {"ref": ref, "sessionId": parent, "indexed": parent is not None},
+            }
+        )
         if parent is None:
             continue
         # Pi's forks copy a prefix of entries with their ids; the fork point is
         # the last entry of the leading run the two sessions share.
         shared, anchor = _shared_prefix(conn, sid, parent)
         if anchor is not None:
-            out.append({"kind": "fork-anchor", "direction": "out", "provenance": "derived",
-                        "target": {"sessionId": parent, "entryId": anchor, "indexed": True},
-                        "detail": {"sharedEntries": len(shared)}})
+            out.append(
+                {
+                    "kind": "fork-anchor",
+                    "direction": "out",
+                    "provenance": "derived",
+                    "target": {"sessionId": parent, "entryId": anchor, "indexed": True},
+                    "detail": {"sharedEntries": len(shared)},
+                }
+            )
         if eid in shared:
-            out.append({"kind": "session-parent", "direction": "out", "provenance": "derived",
-                        "target": {"sessionId": parent, "entryId": eid, "indexed": True},
-                        "detail": {"copiedFrom": True}})
+            out.append(
+                {
+                    "kind": "session-parent",
+                    "direction": "out",
+                    "provenance": "derived",
+                    "target": {"sessionId": parent, "entryId": eid, "indexed": True},
+                    "detail": {"copiedFrom": True},
+                }
+            )
     out.extend(_fork_children(conn, sid, eid))
     return out
 
@@ -131,9 +182,15 @@ def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[dict[st
     for child in child_sessions(conn, [sid, *([row.path] if row else [])], exclude=sid):
         shared, anchor = _shared_prefix(conn, child, sid)
         if anchor == eid:
-            out.append({"kind": "fork-child", "direction": "in", "provenance": "derived",
-                        "target": {"sessionId": child, "entryId": anchor, "indexed": True},
-                        "detail": {"sharedEntries": len(shared)}})
+            out.append(
+                {
+                    "kind": "fork-child",
+                    "direction": "in",
+                    "provenance": "derived",
+                    "target": {"sessionId": child, "entryId": anchor, "indexed": True},
+                    "detail": {"sharedEntries": len(shared)},
+                }
+            )
     return out
 
 
@@ -151,24 +208,25 @@ def event_trace(conn: sqlite3.Connection, args: wire.TraceArgs) -> dict[str, Any
     direction = None
     if toward is not None:
         direction = "parent" if parent is not None and toward.entry_id == parent.entry_id else "child"
-    return _redacted(conn, {
-        "sessionId": sid,
-        "entryId": eid,
-        "node": node_summary(conn, view, eid),
-        "materializedLeaf": {"entryId": leaf, "known": known, "isTarget": leaf == eid},
-        "parent": node_summary(conn, view, parent.entry_id) if parent is not None else None,
-        "parentMissing": local["parentRecorded"] if parent is None and local["parentRecorded"] else None,
-        "children": node_summaries(conn, view, [c.entry_id for c in local["children"][:MAX_EDGES]]),
-        "siblings": [
-            {**n, "provenance": "derived"}
-            for n in node_summaries(conn, view, [s.entry_id for s in local["siblings"][:MAX_EDGES]])
-        ],
-        "towardLeaf": None
-        if toward is None
-        else {"entryId": toward.entry_id, "via": direction},
-        "towardLeafKnown": local["towardLeafKnown"],
-        "relationships": _edges(conn, view, sid, eid),
-    })
+    return _redacted(
+        conn,
+        {
+            "sessionId": sid,
+            "entryId": eid,
+            "node": node_summary(conn, view, eid),
+            "materializedLeaf": {"entryId": leaf, "known": known, "isTarget": leaf == eid},
+            "parent": node_summary(conn, view, parent.entry_id) if parent is not None else None,
+            "parentMissing": local["parentRecorded"] if parent is None and local["parentRecorded"] else None,
+            "children": node_summaries(conn, view, [c.entry_id for c in local["children"][:MAX_EDGES]]),
+            "siblings": [
+                {**n, "provenance": "derived"}
+                for n in node_summaries(conn, view, [s.entry_id for s in local["siblings"][:MAX_EDGES]])
+            ],
+            "towardLeaf": None if toward is None else {"entryId": toward.entry_id, "via": direction},
+            "towardLeafKnown": local["towardLeafKnown"],
+            "relationships": _edges(conn, view, sid, eid),
+        },
+    )
 
 
 def _redacted(conn: sqlite3.Connection, result: dict[str, Any]) -> dict[str, Any]:

@@ -87,7 +87,11 @@ def _salvage_torn(line: RawLine) -> DecodedLine | None:
             return None
         return DecodedLine(
             value,
-            (Diagnostic("torn-line", f"{pos} bytes of a torn record skipped; the record after them kept", line.offset),),
+            (
+                Diagnostic(
+                    "torn-line", f"{pos} bytes of a torn record skipped; the record after them kept", line.offset
+                ),
+            ),
             skipped=pos,
         )
     return None
@@ -133,17 +137,14 @@ def decode_line(line: RawLine) -> DecodedLine:
         text = line.data.decode("utf-8")
     except UnicodeDecodeError:
         text = line.data.decode("utf-8", errors="replace")
-        diagnostics.append(
-            Diagnostic("invalid-utf8", "invalid UTF-8 replaced with U+FFFD", line.offset, repaired=True)
-        )
+        diagnostics.append(Diagnostic("invalid-utf8", "invalid UTF-8 replaced with U+FFFD", line.offset, repaired=True))
     try:
         # The stdlib accepts `\udXXX` escapes that orjson (rightly) refuses.
         value = json.loads(text)
     except (ValueError, RecursionError) as exc:
         return DecodedLine(
             None,
-            tuple(diagnostics)
-            + (Diagnostic("malformed-json", f"line is not valid JSON: {exc}", line.offset),),
+            tuple(diagnostics) + (Diagnostic("malformed-json", f"line is not valid JSON: {exc}", line.offset),),
         )
     value, had_surrogates = _strip_surrogates(value)
     if had_surrogates:

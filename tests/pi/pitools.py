@@ -153,7 +153,14 @@ def ensure_installed() -> Path:
             if _is_fresh():
                 return PI_DIR
             has_lock = (PI_DIR / "package-lock.json").exists()
-            cmd = [npm, "ci" if has_lock else "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"]
+            cmd = [
+                npm,
+                "ci" if has_lock else "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--loglevel=error",
+            ]
             try:
                 proc = subprocess.run(
                     cmd, cwd=PI_DIR, env=node_env(), capture_output=True, text=True, timeout=_INSTALL_TIMEOUT
@@ -196,7 +203,9 @@ def run_gen(args: list[str], timeout: float = 300) -> dict:
         proc = subprocess.run(argv, cwd=PI_DIR, env=node_env(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise PiGenError(f"gen.mjs {' '.join(map(str, args))} timed out after {timeout}s\n{_tail(stderr)}", stderr=stderr, argv=argv) from exc
+        raise PiGenError(
+            f"gen.mjs {' '.join(map(str, args))} timed out after {timeout}s\n{_tail(stderr)}", stderr=stderr, argv=argv
+        ) from exc
     if proc.returncode != 0:
         raise PiGenError(
             f"gen.mjs {' '.join(map(str, args))} failed (exit {proc.returncode}):\n{_tail(proc.stderr)}",
@@ -230,7 +239,9 @@ def spawn_gen(args: list[str], **popen_kwargs) -> subprocess.Popen:
 # Thin wrappers (same manifests as the CLI modes) -------------------------------------------------
 
 
-def scenarios(out: os.PathLike | str, pi: str, *, cwd_root: str | None = None, v1_file: str | None = None, timeout: float = 300) -> dict:
+def scenarios(
+    out: os.PathLike | str, pi: str, *, cwd_root: str | None = None, v1_file: str | None = None, timeout: float = 300
+) -> dict:
     args = ["scenarios", "--out", str(out), "--pi", pi]
     if cwd_root:
         args += ["--cwd-root", cwd_root]
@@ -243,14 +254,24 @@ def random_sessions(out: os.PathLike | str, pi: str, seed: str | int, count: int
     return run_gen(["random", "--out", str(out), "--pi", pi, "--seed", str(seed), "--count", str(count)], timeout)
 
 
-def corpus(out: os.PathLike | str, pi: str, nbytes: int | str, seed: str | int, *, file_list: bool = True, timeout: float = 1800) -> dict:
+def corpus(
+    out: os.PathLike | str,
+    pi: str,
+    nbytes: int | str,
+    seed: str | int,
+    *,
+    file_list: bool = True,
+    timeout: float = 1800,
+) -> dict:
     args = ["corpus", "--out", str(out), "--pi", pi, "--bytes", str(nbytes), "--seed", str(seed)]
     if not file_list:
         args.append("--no-file-list")
     return run_gen(args, timeout)
 
 
-def append(file: os.PathLike | str, pi: str, count: int, marker: str, *, interval_ms: int = 0, timeout: float = 300) -> dict:
+def append(
+    file: os.PathLike | str, pi: str, count: int, marker: str, *, interval_ms: int = 0, timeout: float = 300
+) -> dict:
     args = ["append", "--file", str(file), "--pi", pi, "--count", str(count), "--marker", marker]
     if interval_ms:
         args += ["--interval-ms", str(interval_ms)]

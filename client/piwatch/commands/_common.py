@@ -20,10 +20,12 @@ class CommandFailed(Exception):
 
 
 def add_scope_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", metavar="PATH",
-                   help="answer from this index file directly (no daemon; all sessions unless --workspace)")
-    p.add_argument("--workspace", metavar="ROOT",
-                   help="authorization root (default: the Git worktree or directory you are in)")
+    p.add_argument(
+        "--db", metavar="PATH", help="answer from this index file directly (no daemon; all sessions unless --workspace)"
+    )
+    p.add_argument(
+        "--workspace", metavar="ROOT", help="authorization root (default: the Git worktree or directory you are in)"
+    )
     p.add_argument("--all", action="store_true", help="every indexed session, not only this workspace's")
     p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
     p.add_argument("--wait", type=float, metavar="SEC", help="wait up to SEC for the named session to be fully indexed")

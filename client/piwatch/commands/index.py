@@ -15,13 +15,14 @@ def add_parser(sub) -> None:
     p_index.set_defaults(run=run)
     p_index.add_argument("--once", action="store_true", required=True, help="one reconciliation pass, then exit")
     p_index.add_argument(
-        "--sessions", action="append", metavar="DIR",
+        "--sessions",
+        action="append",
+        metavar="DIR",
         help="session directory to index (repeatable; default: Pi's own session directories)",
     )
     p_index.add_argument("--db", metavar="PATH", help="index database (default: piwatch's state directory)")
     p_index.add_argument("--json", action="store_true", help="print the summary as JSON")
     p_index.add_argument("--quiet", action="store_true", help="no progress output")
-
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -70,5 +71,3 @@ def run(ns: argparse.Namespace) -> int:
         for root in summary.get("rootsUnavailable", []):
             print(f"piwatch: sessions directory {root} is not available; its indexed sessions were kept", file=stderr)
     return 0
-
-

@@ -44,7 +44,8 @@ def add_parser(sub) -> None:
         a = actions.add_parser(name, help=helptext)
         a.set_defaults(run=run)
         a.add_argument(
-            "--agent-dir", metavar="DIR",
+            "--agent-dir",
+            metavar="DIR",
             help="Pi's agent directory (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)",
         )
         a.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -116,7 +117,9 @@ def _run_npm(npm: str, target: Path) -> None:
     # npm run from a venv console script still needs node on PATH.
     env["PATH"] = os.pathsep.join([str(Path(npm).parent), env.get("PATH", "")])
     try:
-        proc = subprocess.run(cmd, check=False, cwd=target, env=env, capture_output=True, text=True, timeout=NPM_TIMEOUT)
+        proc = subprocess.run(
+            cmd, check=False, cwd=target, env=env, capture_output=True, text=True, timeout=NPM_TIMEOUT
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"`{' '.join(cmd)}` in {target} failed: {exc}") from None
     if proc.returncode != 0:
@@ -127,7 +130,9 @@ def _run_npm(npm: str, target: Path) -> None:
 def install(agent: Path, source: Path, npm: str | None = None) -> dict[str, Any]:
     target = agent / "extensions" / EXT_NAME
     previous = _read_manifest(target)
-    if previous is None and (target.is_symlink() or (target.exists() and not (target.is_dir() and not any(target.iterdir())))):
+    if previous is None and (
+        target.is_symlink() or (target.exists() and not (target.is_dir() and not any(target.iterdir())))
+    ):
         raise InstallError(
             f"{target} exists and was not made by `piwatch pi install`; move it away first (nothing was changed)"
         )
@@ -185,7 +190,11 @@ def _remove(target: Path, manifest: dict[str, Any], remove_dirs: bool = True) ->
         if (target / leftover).exists():
             (target / leftover).unlink()
     # Directories go only if we created them and nothing else lives there now.
-    for d in [] if not remove_dirs else sorted((Path(p) for p in manifest.get("createdDirs", [])), key=lambda p: len(p.parts), reverse=True):
+    for d in (
+        []
+        if not remove_dirs
+        else sorted((Path(p) for p in manifest.get("createdDirs", [])), key=lambda p: len(p.parts), reverse=True)
+    ):
         try:
             d.rmdir()
             removed.append(str(d))
@@ -216,7 +225,9 @@ def status(agent: Path) -> dict[str, Any]:
     manifest = _read_manifest(target)
     out: dict[str, Any] = {"agentDir": str(agent), "target": str(target), "installed": manifest is not None}
     if manifest is not None:
-        changed = [n for n, h in manifest.get("files", {}).items() if not (target / n).is_file() or _sha256(target / n) != h]
+        changed = [
+            n for n, h in manifest.get("files", {}).items() if not (target / n).is_file() or _sha256(target / n) != h
+        ]
         out["version"] = manifest.get("version")
         out["modifiedSinceInstall"] = changed
         out["dependencyInstalled"] = (target / "node_modules" / "@msgpack" / "msgpack" / "package.json").is_file()
@@ -262,11 +273,15 @@ def _print(result: dict[str, Any]) -> None:
         state = "installed" if result["installed"] else "not installed"
         print(f"extension  {state} at {result['target']}")
         if result["installed"]:
-            print(f"  version  {result['version']}; dependency {'present' if result['dependencyInstalled'] else 'MISSING (reinstall)'}")
+            print(
+                f"  version  {result['version']}; dependency {'present' if result['dependencyInstalled'] else 'MISSING (reinstall)'}"
+            )
             if result["modifiedSinceInstall"]:
                 print(f"  modified since install: {', '.join(result['modifiedSinceInstall'])}")
             if result.get("sourceDiffers"):
-                print(f"  differs from piwatch's copy: {', '.join(result['sourceDiffers'])} (run `piwatch pi install` to update)")
+                print(
+                    f"  differs from piwatch's copy: {', '.join(result['sourceDiffers'])} (run `piwatch pi install` to update)"
+                )
         if result.get("note"):
             print(f"  note     {result['note']}")
         print(f"daemon     {result['daemon']} ({result['socket']})")

@@ -20,17 +20,29 @@ def add_parser(sub) -> None:
     p.add_argument("--length", type=int, default=None, help="with --fragment: characters to return (default 8000)")
     p.add_argument("--before", type=int, default=0, help="neighbours before the event (0-50)")
     p.add_argument("--after", type=int, default=0, help="neighbours after the event (0-50)")
-    p.add_argument("--order", choices=("append", "branch"), default="append",
-                   help="neighbour order: append (file order) or branch (the conversation path)")
-    p.add_argument("--unredacted", action="store_true",
-                   help="show secrets instead of [redacted: kind] markers (needs --all: your own files, never a model)")
+    p.add_argument(
+        "--order",
+        choices=("append", "branch"),
+        default="append",
+        help="neighbour order: append (file order) or branch (the conversation path)",
+    )
+    p.add_argument(
+        "--unredacted",
+        action="store_true",
+        help="show secrets instead of [redacted: kind] markers (needs --all: your own files, never a model)",
+    )
     add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def read_args(ns: argparse.Namespace) -> dict[str, Any]:
-    args: dict[str, Any] = {"sessionId": ns.session, "entryId": ns.entry, "order": ns.order,
-                            "before": ns.before, "after": ns.after}
+    args: dict[str, Any] = {
+        "sessionId": ns.session,
+        "entryId": ns.entry,
+        "order": ns.order,
+        "before": ns.before,
+        "after": ns.after,
+    }
     if ns.unredacted:
         args["unredacted"] = True
     if ns.fragment is not None:
@@ -54,8 +66,11 @@ def print_read(r: dict[str, Any], out) -> None:
     ev, src = r["event"], r["source"]
     role = f"/{ev['role']}" if ev.get("role") else ""
     print(f"session {r['sessionId']}  entry {r['entryId']}  {ev['type']}{role}", file=out)
-    print(f"  {ev['timestamp'] or '?'}  parent {ev['parentId'] or '-'}  branch {ev['branchState']}"
-          f"  selection {ev['selectionState']}  {ev['contextRole']}", file=out)
+    print(
+        f"  {ev['timestamp'] or '?'}  parent {ev['parentId'] or '-'}  branch {ev['branchState']}"
+        f"  selection {ev['selectionState']}  {ev['contextRole']}",
+        file=out,
+    )
     print(f"  source {src['path']} bytes {src['byteOffset']}+{src['byteLength']}: {src['status']}", file=out)
     if src.get("detail"):
         print(f"  ! {src['detail']}", file=out)
@@ -66,8 +81,11 @@ def print_read(r: dict[str, Any], out) -> None:
             print(f"  {_line(n)}", file=out)
     if "fragment" in r:
         fr = r["fragment"]
-        print(f"-- fragment {fr['fragmentId']} ({fr['kind']}) chars {fr['offset']}-{fr['offset'] + fr['length']}"
-              f" of {fr['totalLength']}", file=out)
+        print(
+            f"-- fragment {fr['fragmentId']} ({fr['kind']}) chars {fr['offset']}-{fr['offset'] + fr['length']}"
+            f" of {fr['totalLength']}",
+            file=out,
+        )
         print(fr["text"], file=out)
         if fr["hasMore"]:
             print(f"-- more: --fragment {fr['fragmentId']} --offset {fr['nextOffset']}", file=out)
@@ -87,7 +105,10 @@ def print_read(r: dict[str, Any], out) -> None:
         for n in nb["after"]:
             print(f"  {_line(n)}", file=out)
         for alt in nb.get("alternatives") or []:
-            print(f"  (at {alt['at']} followed {alt['followed']}; other branches: {', '.join(alt['alternatives'])})", file=out)
+            print(
+                f"  (at {alt['at']} followed {alt['followed']}; other branches: {', '.join(alt['alternatives'])})",
+                file=out,
+            )
         fork = nb.get("stoppedAtFork")
         if fork:
             print(f"  (stopped at fork {fork['at']}: candidates {', '.join(fork['candidates'])})", file=out)

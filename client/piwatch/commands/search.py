@@ -14,12 +14,18 @@ __all__ = ["add_parser", "run", "search_args", "print_hits"]
 
 
 def add_parser(sub) -> None:
-    p_search = sub.add_parser("search", help="search indexed events (terms AND-ed, \"quoted phrases\")")
+    p_search = sub.add_parser("search", help='search indexed events (terms AND-ed, "quoted phrases")')
     p_search.set_defaults(run=run)
     p_search.add_argument("query", nargs="+", help="plain terms and quoted phrases; FTS syntax is treated as text")
     p_search.add_argument("--json", action="store_true", help="print the result as JSON")
-    p_search.add_argument("--color", "--colour", dest="color", choices=COLOR_CHOICES, default="auto",
-                          help="highlight matches: auto (on a terminal, unless NO_COLOR is set), always, never")
+    p_search.add_argument(
+        "--color",
+        "--colour",
+        dest="color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="highlight matches: auto (on a terminal, unless NO_COLOR is set), always, never",
+    )
     add_scope_args(p_search)
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
@@ -28,7 +34,9 @@ def add_parser(sub) -> None:
     p_search.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")
     p_search.add_argument("--type", action="append", metavar="TYPE", help="entry type: message, compaction, ...")
     p_search.add_argument("--kind", action="append", metavar="KIND", help="semantic kind: user.text, tool.result, ...")
-    p_search.add_argument("--role", action="append", metavar="ROLE", help="message role: user, assistant, toolResult, ...")
+    p_search.add_argument(
+        "--role", action="append", metavar="ROLE", help="message role: user, assistant, toolResult, ..."
+    )
     p_search.add_argument("--tool", action="append", metavar="NAME", help="tool name of a call or result")
     p_search.add_argument("--since", type=parse_time, metavar="TIME", help="not before TIME (7d, 12h, ISO date)")
     p_search.add_argument("--until", type=parse_time, metavar="TIME", help="before TIME")
@@ -36,12 +44,24 @@ def add_parser(sub) -> None:
     err.add_argument("--errors", dest="is_error", action="store_const", const=True, help="only errors")
     err.add_argument("--no-errors", dest="is_error", action="store_const", const=False, help="exclude errors")
     p_search.add_argument("--branch", action="append", metavar="STATE", help="selected | alternate | unknown")
-    p_search.add_argument("--selection", action="append", metavar="STATE",
-                          help="direct | summarized | omitted | not-selected | not-applicable | unknown")
-    p_search.add_argument("--file", action="append", metavar="PATH",
-                          help="only events that read or changed PATH (or a file below it); repeatable")
-    p_search.add_argument("--file-mode", choices=("read", "changed", "any"), default=None,
-                          help="with --file: read, changed or any (default any)")
+    p_search.add_argument(
+        "--selection",
+        action="append",
+        metavar="STATE",
+        help="direct | summarized | omitted | not-selected | not-applicable | unknown",
+    )
+    p_search.add_argument(
+        "--file",
+        action="append",
+        metavar="PATH",
+        help="only events that read or changed PATH (or a file below it); repeatable",
+    )
+    p_search.add_argument(
+        "--file-mode",
+        choices=("read", "changed", "any"),
+        default=None,
+        help="with --file: read, changed or any (default any)",
+    )
 
 
 def search_args(ns: argparse.Namespace) -> dict[str, Any]:
@@ -97,4 +117,6 @@ def run(ns: argparse.Namespace) -> int:
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    return run_op(ns, "search", args, lambda result, out: print_hits(result, out, use_colour(ns.color, out, os.environ)))
+    return run_op(
+        ns, "search", args, lambda result, out: print_hits(result, out, use_colour(ns.color, out, os.environ))
+    )

@@ -26,7 +26,9 @@ def _when(ms: int | None) -> str:
 
 
 def run(ns: argparse.Namespace) -> int:
-    return run_op(ns, "sessions", {"limit": ns.limit, "offset": ns.offset}, lambda r, out: print_sessions(r, out, ns.offset))
+    return run_op(
+        ns, "sessions", {"limit": ns.limit, "offset": ns.offset}, lambda r, out: print_sessions(r, out, ns.offset)
+    )
 
 
 def print_sessions(result, out, offset: int = 0) -> None:

@@ -57,8 +57,10 @@ def format_status(st: StatusResult) -> str:
             f"({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested} events); backlog {svc.backlog_files} files"
         )
         if st.catch_up is not None:
-            out.append(f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
-                       "answers may be incomplete until it finishes")
+            out.append(
+                f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
+                "answers may be incomplete until it finishes"
+            )
         if st.bytes is not None and st.bytes.backlog > 0:
             out.append(f"  indexing {_bar(st.bytes.ingested, st.bytes.ingested + st.bytes.backlog)}")
         if svc.index_problem:
@@ -115,9 +117,10 @@ def _local(db: str | None) -> StatusResult | None:
 
 def _unhealthy(st: StatusResult) -> bool:
     service = st.service
-    return (not st.ready) or (service is not None and (
-        bool(service.errors or service.index_problem) or service.phase in ("failed", "stopped", "rebuilding")
-    ))
+    return (not st.ready) or (
+        service is not None
+        and (bool(service.errors or service.index_problem) or service.phase in ("failed", "stopped", "rebuilding"))
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -139,7 +142,9 @@ def run(ns: argparse.Namespace) -> int:
     except DaemonNotRunning as exc:
         local = _local(None)
         if ns.json:
-            print(to_json({"running": False, "error": str(exc), "index": None if local is None else to_builtins(local)}))
+            print(
+                to_json({"running": False, "error": str(exc), "index": None if local is None else to_builtins(local)})
+            )
         else:
             print(f"piwatchd is not running ({exc})")
             if local is not None:
@@ -155,6 +160,8 @@ def run(ns: argparse.Namespace) -> int:
         print(to_json(st))
     else:
         service = st.service or ServiceStatus()
-        print(f"piwatchd {hello.version} running, pid {hello.pid}, up {service.uptime_seconds} s, socket {service.socket}")
+        print(
+            f"piwatchd {hello.version} running, pid {hello.pid}, up {service.uptime_seconds} s, socket {service.socket}"
+        )
         print(format_status(st))
     return 2 if _unhealthy(st) else 0

@@ -40,7 +40,11 @@ def print_trace(r: dict[str, Any], out) -> None:
     leaf = r["materializedLeaf"]
     print(f"session {r['sessionId']}  entry {_node(r['node'])}", file=out)
     print(f"materialized leaf: {leaf['entryId'] if leaf['known'] else 'unknown'}", file=out)
-    print(f"parent:   {_node(r['parent'])}" + (f" (recorded {r['parentMissing']}, not in the file)" if r.get("parentMissing") else ""), file=out)
+    print(
+        f"parent:   {_node(r['parent'])}"
+        + (f" (recorded {r['parentMissing']}, not in the file)" if r.get("parentMissing") else ""),
+        file=out,
+    )
     for c in r["children"]:
         print(f"child:    {_node(c)}", file=out)
     for s in r["siblings"]:
