@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 import orjson
@@ -143,11 +144,6 @@ class TantivyText:
             self._writer.delete_documents_by_term("event", str(rowid))
             self._dirty = True
 
-    def delete_all(self) -> None:
-        assert self._writer is not None
-        self._writer.delete_all_documents()
-        self._dirty = True
-
     @property
     def dirty(self) -> bool:
         return self._dirty
@@ -267,21 +263,28 @@ _OPEN: dict[Path, tuple[TantivyText, bool]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
+@lru_cache(maxsize=64)
+def _key(path: Path) -> Path:
+    """Writer and readers may name the index file differently (symlinks);
+    resolved once per name, not on every search."""
+    return path.resolve()
+
+
 def register_text(text: TantivyText) -> None:
     with _OPEN_LOCK:
-        _OPEN[text.path.resolve()] = (text, True)
+        _OPEN[_key(text.path)] = (text, True)
 
 
 def unregister_text(text: TantivyText) -> None:
     with _OPEN_LOCK:
-        key = text.path.resolve()
+        key = _key(text.path)
         if key in _OPEN and _OPEN[key][0] is text:
             del _OPEN[key]
 
 
 def text_reader(conn: sqlite3.Connection) -> TantivyText:
     """The text index that belongs to this read model, for searching."""
-    path = text_dir(db_file_of(conn)).resolve()
+    path = _key(text_dir(db_file_of(conn)))
     with _OPEN_LOCK:
         entry = _OPEN.get(path)
         if entry is None:

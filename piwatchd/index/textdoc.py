@@ -34,15 +34,9 @@ __all__ = [
 ANY_PATH = "*"
 
 
-def ancestors(path: str | None) -> list[str]:
-    """`path` and every ancestor on a `/` boundary, plus ANY_PATH; [] for None."""
-    if not path:
-        return []
-    return list(_ancestors(path))
-
-
 @lru_cache(maxsize=8192)  # every document of a session has the same cwd
-def _ancestors(path: str) -> tuple[str, ...]:
+def ancestors(path: str) -> tuple[str, ...]:
+    """`path` and every ancestor on a `/` boundary, plus ANY_PATH."""
     base = path.rstrip("/") or "/"
     out = [ANY_PATH, base]
     for i in range(1, len(base)):
@@ -111,9 +105,9 @@ def event_fields(f: EventFacts) -> dict:
         d["ts"] = f.ts_ms
     if f.cwd_norm is not None:
         d["cwd"] = f.cwd_norm
-        d["cwd_up"] = _ancestors(f.cwd_norm)
+        d["cwd_up"] = ancestors(f.cwd_norm)
     if f.cwd_real is not None:
-        d["root_up"] = _ancestors(f.cwd_real)
+        d["root_up"] = ancestors(f.cwd_real)
     if f.files_read:
         d["file_read"] = _paths(f.files_read)
     if f.files_changed:

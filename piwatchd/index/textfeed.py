@@ -28,7 +28,7 @@ from .source_events import project_rows
 from .tantivy_text import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 from .textdoc import EventFacts, TextDoc
 
-__all__ = ["TextFeed", "COMMIT_INTERVAL", "reset_text_index"]
+__all__ = ["TextFeed", "COMMIT_INTERVAL"]
 
 log = logging.getLogger("piwatchd.text")
 
@@ -279,8 +279,3 @@ def _fragment(event: Event, fragment_id: str) -> Fragment | None:
         if f.fragment_id == fragment_id:
             return f
     return None
-
-
-def reset_text_index(db_path: Path) -> None:
-    """Forget a text index (corrupt, or from another layout); `TextFeed` rebuilds it."""
-    remove_text_dir(text_dir(db_path))
