@@ -28,11 +28,8 @@ __all__ = ["project_rows", "verified_line"]
 
 def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes | None:
     """The line at [offset, offset+length) without its newline, or None when
-    the bytes there are not the indexed line any more."""
-    try:
-        data = os.pread(fd, length, offset)
-    except OSError:
-        return None
+    the bytes there are not the indexed line any more. A read error raises."""
+    data = os.pread(fd, length, offset)
     line = data[:-1] if data.endswith(b"\n") else data
     if line.endswith(b"\r"):
         line = line[:-1]
@@ -87,7 +84,10 @@ def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int,
             st = os.fstat(fd)
             state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, rules.fingerprint)
             for row in sorted(rows, key=lambda r: r[6]):
-                event = _project_row(fd, row, state, rules)
+                try:
+                    event = _project_row(fd, row, state, rules)
+                except OSError:
+                    break  # the file cannot be read now: its rows get no text this time
                 if event is not None:
                     out[row[0]] = event
         finally:

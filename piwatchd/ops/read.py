@@ -25,13 +25,13 @@ from piwatch import wire
 
 from ..catalog import session_row
 from ..index.redaction import index_rules
-from ..index.source_events import project_rows
+from ..index.source_events import project_rows, verified_line
 from ..index.tree_store import DbTreeView
 from ..model import Entry
 from ..project import project_entry
 from ..redact import NO_RULES, redact_payload, redaction_note
 from ..source.lines import RawLine, decode_line
-from ..source.parser import line_fingerprint
+from ..source.reader import open_source
 from ..tree import branch_after, branch_before
 
 __all__ = [
@@ -78,21 +78,18 @@ def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | Non
 def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> tuple[str, bytes | None, str | None]:
     """(status, line bytes, detail): status is verified | changed | missing | unreadable."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_source(path)
     except FileNotFoundError:
         return "missing", None, f"the source file {path} no longer exists"
     except OSError as exc:
         return "unreadable", None, f"cannot open {path}: {exc.strerror or exc}"
     try:
-        data = os.pread(fd, length, offset)
+        line = verified_line(fd, offset, length, fingerprint)
     except OSError as exc:
         return "unreadable", None, f"cannot read {path}: {exc.strerror or exc}"
     finally:
         os.close(fd)
-    line = data[:-1] if data.endswith(b"\n") else data
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    if len(data) != length or line_fingerprint(line) != fingerprint:
+    if line is None:
         return (
             "changed",
             None,
