@@ -24,12 +24,13 @@ from .index.tree_store import TreeBatch
 from .index.writer import IndexWriter, SourceRecord
 from .model import Diagnostic, Entry, Event, excerpt
 from .prefetch import prefetch
-from .project import project_entry
+from .project import MAX_FRAGMENTS_PER_EVENT, project_entry
 from .redact import DEFAULT_RULES, Rules
+from .relations import MAX_PATHS_PER_EVENT
 from .source.fingerprint import Window
 from .source.lines import split_complete_lines
 from .source.parser import ParseResult, ParserState, UnsupportedSource, parse_lines
-from .source.reader import observe, open_source, read_chunks
+from .source.reader import MAX_LINE_BYTES, Overlong, observe, open_source, read_chunks
 from .source.tailer import Change, Checkpoint, Observation, classify
 
 __all__ = ["Ingestor", "IngestOutcome"]
@@ -45,6 +46,7 @@ class IngestOutcome:
     state: str = "ok"
     error: str | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    more: bool = False  # a slice ended before the file's end: ingest it again to go on
 
 
 # Small enough that a typical session file spans several chunks, so parsing
@@ -53,10 +55,18 @@ PIPELINE_CHUNK = 512 * 1024
 
 
 def parsed_chunks(
-    chunks: Iterable[tuple[int, bytes]], state: ParserState, rules: Rules = DEFAULT_RULES
+    chunks: Iterable[tuple[int, bytes] | Overlong], state: ParserState, rules: Rules = DEFAULT_RULES
 ) -> Iterator[tuple]:
-    """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state."""
-    for offset, data in chunks:
+    """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state.
+
+    Yields (offset, bytes, end, result, events); an over-long line's range comes with bytes None.
+    """
+    for item in chunks:
+        if isinstance(item, Overlong):
+            yield item.start, None, item.end, _skipped(item, state), []
+            state = replace(state, overlong_at=None if item.complete else item.line_at)
+            continue
+        offset, data = item
         lines, end = split_complete_lines(data, offset)
         result = parse_lines(state, lines)
         state = result.state
@@ -65,6 +75,20 @@ def parsed_chunks(
             assert state.header is not None  # the parser yields entries only after a header
             result, events = project_contained(state.header.session_id, result, rules)
         yield offset, data, end, result, events
+
+
+def _skipped(item: Overlong, state: ParserState) -> ParseResult:
+    """The parse result of an over-long line's range: a diagnostic where the line begins."""
+    if state.header is None:
+        # A header is a few hundred bytes; a first line this long is no Pi session.
+        raise UnsupportedSource(f"the first line is longer than {MAX_LINE_BYTES >> 20} MiB: not a Pi session file")
+    after = replace(state, overlong_at=None if item.complete else item.line_at)
+    diagnostics = []
+    if item.start == item.line_at:
+        diagnostics.append(
+            Diagnostic("overlong-line", f"a line longer than {MAX_LINE_BYTES >> 20} MiB skipped unread", item.line_at)
+        )
+    return ParseResult(after, [], diagnostics)
 
 
 def project_contained(
@@ -90,11 +114,33 @@ def project_contained(
             )
             entry = replace(entry, data={k: entry.data[k] for k in _BARE_KEYS if k in entry.data})
             event = project_entry(session_id, entry, rules)
+        if "fragmentsNotIndexed" in event.meta:
+            diagnostics.append(_capped_fragments(entry, event.meta["fragmentsNotIndexed"]))
         entries.append(entry)
         events.append(event)
     if diagnostics:
         result = replace(result, entries=entries, diagnostics=[*result.diagnostics, *diagnostics])
     return result, events
+
+
+def _capped_fragments(entry: Entry, left_out: int) -> Diagnostic:
+    return Diagnostic(
+        "capped",
+        f"entry {excerpt(entry.entry_id)}: only its first {MAX_FRAGMENTS_PER_EVENT} fragments are searchable;"
+        f" {left_out} more are shown by read but not indexed",
+        entry.byte_offset,
+    )
+
+
+def _capped_paths(entries: list[Entry]) -> list[Diagnostic]:
+    return [
+        Diagnostic(
+            "capped",
+            f"entry {excerpt(e.entry_id)}: file evidence kept for its first {MAX_PATHS_PER_EVENT} paths only",
+            e.byte_offset,
+        )
+        for e in entries
+    ]
 
 
 # What a bare entry keeps: enough for its place in the tree.
@@ -109,8 +155,12 @@ class Ingestor:
         gone_recheck_delay: float = 0.05,
         sleep: Callable[[float], None] = time.sleep,
         may_remove: Callable[[str], bool] | None = None,
+        slice_seconds: float | None = None,
     ) -> None:
         self.writer = writer
+        # New bytes are ingested in slices of about this long (None: whole), so one huge
+        # file never holds back the appends of the others.
+        self.slice_seconds = slice_seconds
         # The rules recorded in the index when it was built (open_writer checked them).
         self.rules = index_rules(writer.conn)
         self.gone_recheck_delay = gone_recheck_delay
@@ -251,12 +301,16 @@ class Ingestor:
         w = self.writer
         source_id = record.source_id if record else w.ensure_source(path)
         previous_session = record.session_id if record else None
-        if previous_session:
-            owner = w.session_owner(previous_session)
-            if owner and owner[0] == source_id:
-                w.delete_session(previous_session)
+        owner = w.session_owner(previous_session) if previous_session else None
+        # Replacing indexed rows: readers must see the old session or the new, so no slices.
+        replacing = bool(previous_session and owner and owner[0] == source_id)
+        if replacing:
+            assert previous_session is not None
+            w.delete_session(previous_session)
         w.clear_diagnostics(source_id)
-        self._ingest_range(fd, path, source_id, 0, obs, ParserState(), Window(), outcome, full=True)
+        self._ingest_range(
+            fd, path, source_id, 0, obs, ParserState(), Window(), outcome, full=True, sliced=not replacing
+        )
 
     def _ingest_range(
         self,
@@ -270,35 +324,70 @@ class Ingestor:
         outcome: IngestOutcome,
         *,
         full: bool,
+        sliced: bool,
     ) -> None:
         """Ingest the complete lines of [start, obs.size) and save the
-        checkpoint that proves them, inside the caller's transaction."""
+        checkpoint that proves them, inside the caller's transaction.
+
+        `sliced`: stop after `slice_seconds` at a chunk boundary and say so
+        (`outcome.more`); the checkpoint then proves a prefix, and the next
+        ingest continues from it as an append. Only where no earlier rows
+        are being replaced: a rebuild of a known session stays one transaction.
+        """
         w = self.writer
         tree = TreeBatch(w.conn, full=full)
-        chunks = parsed_chunks(read_chunks(fd, start, obs.size, PIPELINE_CHUNK), state, self.rules)
+        reads = read_chunks(fd, start, obs.size, PIPELINE_CHUNK, overlong_at=state.overlong_at)
+        chunks = parsed_chunks(reads, state, self.rules)
         if obs.size - start > PIPELINE_CHUNK:
             # Worth a helper thread only when there is a next chunk to parse.
             chunks = prefetch(chunks)
+        deadline = time.monotonic() + self.slice_seconds if sliced and self.slice_seconds is not None else None
         consumed = start
-        for offset, data, end, result, events in chunks:
-            self._at = offset
-            header_before = state.header
-            state = result.state
-            if header_before is None and state.header is not None:
-                self._claim_session(source_id, path, state.header.session_id)
-                w.upsert_session(source_id, state.header)
-            window.feed(data)
-            consumed = end
-            outcome.diagnostics.extend(result.diagnostics)
-            if result.entries:
-                assert state.header is not None  # the parser yields entries only after a header
-                outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
-                tree.add(state.header, result.entries)
-                outcome.events += len(events)
+        try:
+            for offset, data, end, result, events in chunks:
+                self._at = offset
+                header_before = state.header
+                state = result.state
+                if header_before is None and state.header is not None:
+                    self._claim_session(source_id, path, state.header.session_id)
+                    w.upsert_session(source_id, state.header)
+                if data is None:
+                    window.skip(fd, offset, end)
+                else:
+                    window.feed(data)
+                consumed = end
+                outcome.diagnostics.extend(result.diagnostics)
+                if result.entries:
+                    assert state.header is not None  # the parser yields entries only after a header
+                    outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
+                    tree.add(state.header, result.entries)
+                    outcome.events += len(events)
+                if deadline is not None and time.monotonic() >= deadline and consumed < obs.size:
+                    outcome.more = True
+                    break
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # stops the prefetch thread when the slice ended early
+        self._finish_range(source_id, start, consumed, obs, state, window, tree, outcome)
+
+    def _finish_range(
+        self,
+        source_id: int,
+        start: int,
+        consumed: int,
+        obs: Observation,
+        state: ParserState,
+        window: Window,
+        tree: TreeBatch,
+        outcome: IngestOutcome,
+    ) -> None:
+        w = self.writer
         if state.header is None and consumed > 0:
             # Pi writes whole lines, so complete lines without a header are not
             # a session still being written.
             raise UnsupportedSource("no Pi session header in the file's complete lines")
+        outcome.diagnostics.extend(_capped_paths(tree.capped))
         w.record_diagnostics(source_id, outcome.diagnostics)
         update = tree.finish()
         if update is not None and update.changed:
@@ -306,7 +395,10 @@ class Ingestor:
         outcome.bytes_read = consumed - start
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"
-        checkpoint = Checkpoint(obs.dev, obs.ino, obs.size, obs.mtime_ns, consumed, *window.hashes())
+        # A slice that stopped early records the size it reached, so the next
+        # observation sees the rest as an append.
+        size = consumed if outcome.more else obs.size
+        checkpoint = Checkpoint(obs.dev, obs.ino, size, obs.mtime_ns, consumed, *window.hashes())
         w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
 
     def _claim_session(self, source_id: int, path: str, session_id: str) -> None:
@@ -341,7 +433,16 @@ class Ingestor:
             try:
                 with self.writer.transaction():
                     self._ingest_range(
-                        fd, path, record.source_id, cp.consumed, obs, record.parser_state, window, outcome, full=False
+                        fd,
+                        path,
+                        record.source_id,
+                        cp.consumed,
+                        obs,
+                        record.parser_state,
+                        window,
+                        outcome,
+                        full=False,
+                        sliced=True,
                     )
             except UnsupportedSource as exc:
                 return self._fail(path, record, obs, Change.APPENDED, exc)

@@ -31,6 +31,8 @@ __all__ = [
     "bound_text",
     "normalize_arguments",
     "MAX_FRAGMENT_CHARS",
+    "MAX_FRAGMENTS_PER_EVENT",
+    "MAX_TOOL_NAMES_PER_EVENT",
     "HEAD_CHARS",
     "TAIL_CHARS",
 ]
@@ -38,6 +40,12 @@ __all__ = [
 MAX_FRAGMENT_CHARS = 32 * 1024
 HEAD_CHARS = 24 * 1024
 TAIL_CHARS = 8 * 1024
+# One entry may hold thousands of tool calls (a hostile or runaway assistant message). Every
+# fragment's document carries its event's filter values (file evidence included), so an
+# unbounded fragment count makes one entry cost its calls times its paths: quadratic. The
+# index keeps the first fragments; `read` still shows all of them and says which are not searchable.
+MAX_FRAGMENTS_PER_EVENT = 256
+MAX_TOOL_NAMES_PER_EVENT = 64
 
 # \x02/\x03 mark matches in snippets; the source may not contain them.
 _MARKERS = str.maketrans({"\x02": " ", "\x03": " ", "\x00": " "})
@@ -240,6 +248,14 @@ def context_role_of(entry_type: str, role: str | None) -> ContextRole:
     return ContextRole.METADATA
 
 
+def _capped(p: _Projection, fragments: list[Fragment], meta: dict[str, Any]) -> tuple[Fragment, ...]:
+    """The fragments the index keeps: at most MAX_FRAGMENTS_PER_EVENT, the count of the rest in meta."""
+    if not p.bounded or len(fragments) <= MAX_FRAGMENTS_PER_EVENT:
+        return tuple(fragments)
+    meta["fragmentsNotIndexed"] = len(fragments) - MAX_FRAGMENTS_PER_EVENT
+    return tuple(fragments[:MAX_FRAGMENTS_PER_EVENT])
+
+
 def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
     """Project one entry into its event. Never raises on odd shapes.
 
@@ -321,9 +337,9 @@ def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *
         byte_len=entry.byte_len,
         fingerprint=entry.fingerprint,
         is_error=is_error,
-        tool_names=tuple(dict.fromkeys(tools)),
+        tool_names=tuple(dict.fromkeys(tools))[:MAX_TOOL_NAMES_PER_EVENT],
         meta=meta,
-        fragments=tuple(f for f in frags if f is not None),
+        fragments=_capped(p, [f for f in frags if f is not None], meta),
         context_role=context_role_of(etype, role),
         id_recorded=entry.id_recorded,
         redactions=tuple(sorted(p.counts.items())),

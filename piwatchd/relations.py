@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "MAX_PATHS_PER_EVENT",
     "Edge",
     "FileEvidence",
     "ToolCall",
@@ -34,6 +35,10 @@ __all__ = [
     "evidence_for_calls",
     "FILE_TOOLS",
 ]
+
+# File evidence kept per entry. Each of an entry's text documents carries its paths (with their
+# ancestors) as filter values, so the count must be bounded for an entry's cost to stay linear.
+MAX_PATHS_PER_EVENT = 256
 
 FILE_TOOLS = {"read": "read", "write": "changed", "edit": "changed"}
 
@@ -181,6 +186,8 @@ def entry_file_evidence(data: Mapping[str, Any], cwd: str | None, home: str | No
         if fact not in seen:
             seen.add(fact)
             unique.append(ev)
+            if len(unique) == MAX_PATHS_PER_EVENT:
+                break
     return unique
 
 

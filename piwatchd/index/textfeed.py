@@ -261,6 +261,8 @@ class TextFeed:
             )
         missing = [rowid for rowid in rowids if rowid not in events and rowid in facts]
         texts = {**events, **project_rows(self.conn, missing)} if missing else events
+        # A dict per event, not a scan of its fragments per fragment: an entry may have thousands.
+        by_id: dict[int, dict[str, Fragment]] = {}
         for frag_rowid, event_rowid, fragment_id, kind, tool_name in self.conn.execute(
             "SELECT frag_rowid, event_rowid, fragment_id, kind, tool_name FROM fragments"
             " WHERE event_rowid IN (SELECT value FROM json_each(?))",
@@ -268,14 +270,11 @@ class TextFeed:
         ):
             event = texts.get(event_rowid)
             fact = facts.get(event_rowid)
-            frag = _fragment(event, fragment_id) if event is not None else None
+            frag = None
+            if event is not None:
+                if event_rowid not in by_id:
+                    by_id[event_rowid] = {f.fragment_id: f for f in event.fragments}
+                frag = by_id[event_rowid].get(fragment_id)
             if fact is None or frag is None:
                 continue  # the source changed under us: its rebuild re-feeds it
             yield TextDoc(frag_rowid, fact, kind, tool_name, frag.text, frag.tail, frag.meta)
-
-
-def _fragment(event: Event, fragment_id: str) -> Fragment | None:
-    for f in event.fragments:
-        if f.fragment_id == fragment_id:
-            return f
-    return None

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from ..model import BranchState, Entry, Header, SelectionState
-from ..relations import Edge, FileEvidence, entry_edges, entry_file_evidence, evidence_for_calls
+from ..relations import MAX_PATHS_PER_EVENT, Edge, FileEvidence, entry_edges, entry_file_evidence, evidence_for_calls
 from ..tree import Node, classify, make_node, node_facts, yields_model_message
 
 __all__ = ["TreeBatch", "TreeUpdate", "refresh_states", "load_nodes", "DbTreeView", "materialized_leaf_of"]
@@ -77,6 +77,8 @@ class TreeBatch:
         self.entries: list[Entry] = []  # this transaction's entries, for the fast path
         self._seen: set[str] = set()
         self._calls: dict[str, list[_Call]] = {}
+        # Entries whose file evidence reached MAX_PATHS_PER_EVENT (reported as diagnostics).
+        self.capped: list[Entry] = []
 
     def add(self, header: Header | None, entries: list[Entry]) -> None:
         if header is None or not entries:
@@ -105,6 +107,8 @@ class TreeBatch:
             for edge in entry_edges(data):
                 edge_rows.append(_edge_row(sid, e.entry_id, edge))
             evidence = entry_file_evidence(data, cwd)
+            if len(evidence) >= MAX_PATHS_PER_EVENT:
+                self.capped.append(e)
             for ev in evidence:
                 file_rows.append(_file_row(sid, e.entry_id, ev))
             if e.type == "message":

@@ -28,7 +28,7 @@ from ..index.redaction import index_rules
 from ..index.source_events import project_rows, verified_line
 from ..index.tree_store import DbTreeView
 from ..model import Entry
-from ..project import project_entry
+from ..project import MAX_FRAGMENTS_PER_EVENT, project_entry
 from ..redact import NO_RULES, redact_payload, redaction_note
 from ..source.lines import RawLine, decode_line
 from ..source.reader import open_source
@@ -97,6 +97,19 @@ def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> t
             " truncated); no content is served from the index instead: re-index and read again",
         )
     return "verified", line, None
+
+
+def not_indexed(fragments: int) -> list[dict[str, Any]]:
+    """The fragments past the index's per-entry cap: readable here, never found by search."""
+    if fragments <= MAX_FRAGMENTS_PER_EVENT:
+        return []
+    return [
+        {
+            "field": f"content[{MAX_FRAGMENTS_PER_EVENT}:]",
+            "kind": "not-indexed",
+            "reason": f"only the first {MAX_FRAGMENTS_PER_EVENT} of this entry's {fragments} fragments are searchable",
+        }
+    ]
 
 
 def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -337,7 +350,7 @@ def event_read(conn: sqlite3.Connection, args: wire.ReadArgs) -> dict[str, Any]:
                 item["locator"] = locator
             content.append(item)
         result["content"] = content
-        result["omitted"] = omitted_fields(data) + redacted
+        result["omitted"] = omitted_fields(data) + redacted + not_indexed(len(fragments))
         if args.fragment_id is not None:
             result["fragment"] = _window(args, texts, {f.fragment_id: f for f in fragments}, locator)
     elif args.fragment_id is not None:

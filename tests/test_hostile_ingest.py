@@ -1,0 +1,169 @@
+"""Hostile sizes against piwatchd as a real process (issue 16, rows 1-2).
+
+One entry with tens of thousands of file-reading tool calls, and lines of
+hundreds of megabytes (sparse files: no disk is spent), must cost linear
+work and bounded memory, must never hold back the appends of other
+sessions, and must never be read again once passed. Variants: sizes, a
+giant first line (no session at all) and a giant line inside a session, a
+restart after kill -9 in the middle of the work.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+import pytest
+from conftest import jsonl, msg, v3_header
+from piwatch.client import Client
+from piwatch.transports import SocketTransport
+from test_live import FOLDER, Daemon, live, poll, q  # noqa: F401 (live: fixture)
+
+from piwatchd.project import MAX_FRAGMENTS_PER_EVENT
+from piwatchd.relations import MAX_PATHS_PER_EVENT
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def many_reads(sid: str, calls: int, word: str) -> bytes:
+    """A session whose assistant entry reads `calls` files, then a user entry saying `word`."""
+    blocks = [
+        {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": f"src/p{i % 40}/f{i}.ts"}}
+        for i in range(calls)
+    ]
+    return jsonl(
+        v3_header(sid),
+        msg("u1", None, "user", "read every file"),
+        msg("a1", "u1", "assistant", blocks, stopReason="toolUse"),
+        msg("u2", "a1", "user", f"{word} after the reads"),
+    )
+
+
+class PeakRss:
+    """Samples a process's RSS every 20 ms until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, self.proc.memory_info().rss)
+            except psutil.Error:
+                return
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def client(d) -> Client:
+    return Client(transport=SocketTransport(str(d.socket)), caller={"all": True})
+
+
+@pytest.mark.parametrize("calls", [3_000, 20_000])
+def test_one_entry_with_thousands_of_file_reads_costs_linear_work(live, calls):
+    d = live.daemon()
+    rss = PeakRss(d.proc.pid)
+    started = time.monotonic()
+    live.path.write_bytes(many_reads("s-many", calls, "osprey"))
+    with client(d) as c:
+        poll(lambda: c.search("osprey").hits, 60, message="the entry after the reads")
+        seconds = time.monotonic() - started
+        peak = rss.stop()
+        # Generous against a loaded CI machine; README's figure is the measured one.
+        assert seconds < 15, seconds
+        assert peak < 300 * 2**20, peak >> 20
+        # The first files read are filters; the ones past the cap are not (said by diagnostics and read).
+        assert [h.entry_id for h in c.search("ts", filters={"files": ["/work/proj/src/p1/f1.ts"]}).hits] == ["a1"]
+        late = f"/work/proj/src/p{(calls - 1) % 40}/f{calls - 1}.ts"
+        assert c.search("ts", filters={"files": [late]}).hits == []
+        read = c.read("s-many", "a1")
+        assert len(read.content) == calls  # read shows every call
+        notes = [o for o in read.omitted or [] if o.kind == "not-indexed"]
+        assert notes and str(MAX_FRAGMENTS_PER_EVENT) in notes[0].reason
+    diagnostics = live_diagnostics(live.db)
+    assert any("fragments are searchable" in m for m in diagnostics), diagnostics
+    assert any(f"first {MAX_PATHS_PER_EVENT} paths" in m for m in diagnostics), diagnostics
+
+
+def live_diagnostics(db) -> list[str]:
+    return [r[0] for r in q(db, "SELECT message FROM diagnostics WHERE code = 'capped'")]
+
+
+def test_restart_after_kill9_in_the_middle_of_huge_entries_is_ready_in_seconds(live):
+    # Many files of huge entries: a kill lands while they are being indexed.
+    for n in range(6):
+        (live.root / FOLDER / f"m{n}.jsonl").write_bytes(many_reads(f"s-m{n}", 20_000, f"heron{n}"))
+    d = Daemon(live.root, live.db).start(wait=False)
+    try:
+        poll(lambda: (d.state() or {}).get("files_ingested", 0) >= 1, 60, message="ingest under way")
+    finally:
+        d.kill9()
+    started = time.monotonic()
+    d2 = live.daemon()
+    with client(d2) as c:
+        for n in range(6):
+            poll(lambda n=n: c.search(f"heron{n}").hits, 60, message=f"session {n} after restart")
+    assert time.monotonic() - started < 30
+
+
+def _append_latencies(live, d, rounds: int = 5) -> list[float]:
+    """Seconds from an append to a session in use until a search finds it."""
+    out = []
+    with client(d) as c:
+        for i in range(rounds):
+            word = f"zebra{i}q"
+            with open(live.path, "ab") as fh:
+                fh.write(jsonl(msg(f"z{i}", "a", "user", word)))
+            started = time.monotonic()
+            poll(lambda w=word: c.search(w).hits, 30, interval=0.005, message=word)
+            out.append(time.monotonic() - started)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("header", "gib"),
+    [(False, 0.25), (True, 0.25), (True, 1.0)],
+    ids=["no-session-256M", "in-session-256M", "in-session-1G"],
+)
+def test_a_giant_line_never_holds_back_other_sessions(live, header, gib):
+    live.path.write_bytes(jsonl(v3_header("s-1"), msg("a", None, "user", "alpha walrus")))
+    d = live.daemon()
+    big = live.root / FOLDER / "big.jsonl"
+    with open(big, "wb") as fh:
+        if header:
+            fh.write(jsonl(v3_header("s-big"), msg("x", None, "user", "before the giant")))
+        fh.truncate(int(gib * 2**30))  # a sparse file of NULs: one giant line, no disk used
+        if header:
+            fh.seek(0, 2)
+            fh.write(b"\n" + jsonl(msg("y", "x", "user", "gannet after the giant")))
+    rss = PeakRss(d.proc.pid)
+    latencies = _append_latencies(live, d)
+    # The goal is 1 s (README); a loaded CI machine gets slack, never the 64 s this once took.
+    assert max(latencies) < 3, latencies
+    with client(d) as c:
+        if header:
+            poll(lambda: c.search("gannet").hits, 60, message="the entry after the giant line")
+            assert any("longer than 64 MiB" in m for (m,) in q(live.db, "SELECT message FROM diagnostics")), (
+                "the skipped line is reported"
+            )
+        else:
+            poll(lambda: _problem(live.db, big), 30, message="the giant file reported")
+    assert rss.stop() < 300 * 2**20
+    # Never read again: a restart re-proves the checkpoint by its hashes and reads no byte of it.
+    d.stop()
+    d2 = live.daemon()
+    assert d2.state()["bytes_ingested"] == 0
+
+
+def _problem(db, path) -> str | None:
+    rows = q(db, "SELECT state, error FROM sources WHERE path = ?", str(path))
+    return rows[0][1] if rows and rows[0][0] == "unsupported" else None
