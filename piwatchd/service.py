@@ -247,7 +247,10 @@ class Service:
             log.warning("%s", problem)
         self.writer = IndexWriter(conn)
         self.ingestor = Ingestor(
-            self.writer, gone_recheck_delay=self.config.gone_recheck_delay, may_remove=self._guard.may_remove
+            self.writer,
+            gone_recheck_delay=self.config.gone_recheck_delay,
+            may_remove=self._guard.may_remove,
+            slice_seconds=self.config.batch_seconds,
         )
         self._index_id = self._stat_index()
         # Sessions whose text documents may lag their rows (a crash between
@@ -427,8 +430,9 @@ class Service:
                 break
             self._backlog_pop(queued)
             self._ingest_one(queued)
-        # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL.
-        if self.writer.flush_text(idle=not self._backlog):
+        # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL; hinted
+        # files (sessions in use now) at once, so a catch-up never delays a live append's search.
+        if self.writer.flush_text(idle=bool(paths) or not self._backlog):
             self.commits.notify()  # what waiters wait for is searchable now
         self.progress.batches += 1
         if not self.progress.index_problem:
@@ -464,6 +468,9 @@ class Service:
             self._retry_later(path, exc)
             return None
         self.commits.notify()
+        if outcome.more:
+            # The rest of a large file waits its turn in the backlog: hints for other files come first.
+            self._backlog_add(path, _mtime(path))
         if self._retries.pop(path, None) is not None:
             # A commit worked again (space freed, lock gone): the others need not wait out their backoff.
             now = self._clock()

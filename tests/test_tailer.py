@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from piwatchd.source.fingerprint import Window, digest as _h
 from piwatchd.source.lines import RawLine, decode_line, split_complete_lines
-from piwatchd.source.reader import read_chunks
+from piwatchd.source.reader import Overlong, read_chunks
 from piwatchd.source.tailer import (
     FINGERPRINT_BYTES,
     Change,
@@ -192,3 +192,63 @@ def test_torn_record_followed_by_a_record_keeps_the_record(torn, payload):
     assert decoded.skipped == torn
     assert [d.code for d in decoded.diagnostics] == ["torn-line"]
     assert decoded.diagnostics[0].byte_offset == 7
+
+
+def _read_all(fd: int, size: int, chunk: int, max_line: int, stops: list[int]):
+    """read_chunks over [0, size) in reads that stop at `stops`, resuming as ingest does
+    (from the last consumed offset, inside an over-long line when one was being skipped)."""
+    lines, overlong = [], []
+    start, inside = 0, None
+    for stop in [*sorted(stops), size]:
+        if stop <= start:
+            continue
+        consumed = start
+        for item in read_chunks(fd, start, stop, chunk=chunk, max_line=max_line, overlong_at=inside):
+            if isinstance(item, Overlong):
+                assert item.start == consumed and item.end > item.start
+                overlong.append(item)
+                consumed = item.end
+                inside = None if item.complete else item.line_at
+            else:
+                offset, piece = item
+                assert offset == consumed and piece.endswith(b"\n")
+                got, consumed = split_complete_lines(piece, offset)
+                lines.extend(got)
+        start = consumed
+    return lines, overlong
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    records=st.lists(st.integers(0, 40), max_size=12),
+    chunk=st.integers(1, 24),
+    max_line=st.integers(4, 24),
+    stops=st.lists(st.integers(0, 400), max_size=4),
+)
+def test_overlong_lines_are_skipped_in_bounded_reads_and_resumed(records, chunk, max_line, stops):
+    """Lines up to max_line come whole; longer ones only as Overlong ranges that cover
+    exactly their bytes (newline included), however the reads are cut."""
+    data = b"".join(bytes([65 + i % 26]) * n + b"\n" for i, n in enumerate(records))
+    fd, path = tempfile.mkstemp(dir="/tmp")
+    try:
+        os.write(fd, data)
+        lines, overlong = _read_all(fd, len(data), chunk, max_line, stops)
+        offsets, expect_short, expect_long = 0, [], []
+        for i, n in enumerate(records):
+            if n > max_line:
+                expect_long.append((offsets, offsets + n + 1))
+            elif n:
+                expect_short.append(RawLine(offsets, bytes([65 + i % 26]) * n))
+            offsets += n + 1
+        assert lines == expect_short
+        # Consecutive ranges of one line join into exactly that line's bytes.
+        joined: dict[int, tuple[int, int, bool]] = {}
+        for o in overlong:
+            first = joined.get(o.line_at, (o.start, o.start, False))
+            assert first[1] == o.start
+            joined[o.line_at] = (first[0], o.end, o.complete)
+        assert [(s, e) for s, e, complete in joined.values() if complete] == expect_long
+        assert all(complete for _, _, complete in joined.values())
+    finally:
+        os.close(fd)
+        os.unlink(path)

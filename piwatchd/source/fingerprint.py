@@ -54,6 +54,14 @@ class Window:
             self.prefix += data[: FINGERPRINT_BYTES - len(self.prefix)]
         self.tail = (self.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
 
+    def skip(self, fd: int, start: int, end: int) -> None:
+        """Account for bytes [start, end) consumed without being fed (an over-long
+        line): only the ones the prefix still lacks and the last FINGERPRINT_BYTES are read."""
+        if len(self.prefix) < FINGERPRINT_BYTES:
+            self.prefix += os.pread(fd, min(FINGERPRINT_BYTES - len(self.prefix), end - start), start)
+        tail_start = max(start, end - FINGERPRINT_BYTES)
+        self.tail = (self.tail + os.pread(fd, end - tail_start, tail_start))[-FINGERPRINT_BYTES:]
+
     def hashes(self) -> tuple[int, str | None, int, str | None]:
         """(prefix_len, prefix_hash, tail_len, tail_hash) for a checkpoint."""
         return len(self.prefix), digest(self.prefix), len(self.tail), digest(self.tail)

@@ -70,6 +70,9 @@ class ParserState:
     entries_seen: int = 0  # ordinal of the next entry
     objects_seen: int = 0  # JSON objects seen including headers (v1 index base)
     previous_v1_id: str | None = None
+    # Set while a line longer than the line cap is being read past (where it began), so a read
+    # that stopped inside it resumes skipping instead of parsing its rest as a line.
+    overlong_at: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         h = self.header
@@ -87,6 +90,7 @@ class ParserState:
             "entries_seen": self.entries_seen,
             "objects_seen": self.objects_seen,
             "previous_v1_id": self.previous_v1_id,
+            "overlong_at": self.overlong_at,
         }
 
     @classmethod
@@ -107,6 +111,7 @@ class ParserState:
             entries_seen=data["entries_seen"],
             objects_seen=data["objects_seen"],
             previous_v1_id=data.get("previous_v1_id"),
+            overlong_at=data.get("overlong_at"),
         )
 
 

@@ -13,13 +13,17 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .fingerprint import hash_range
 from .tailer import Checkpoint, Observation
 
-__all__ = ["READ_CHUNK", "NotRegularFile", "observe", "open_source", "read_chunks"]
+__all__ = ["MAX_LINE_BYTES", "READ_CHUNK", "NotRegularFile", "Overlong", "observe", "open_source", "read_chunks"]
 
 READ_CHUNK = 8 * 1024 * 1024
+# Pi writes one entry per line; no real entry comes near this. A longer line (a sparse file of
+# NULs, a runaway tool output) is skipped with a diagnostic instead of being buffered whole.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -112,25 +116,83 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
         os.close(fd)
 
 
-def read_chunks(fd: int, start: int, end: int, chunk: int = READ_CHUNK) -> Iterator[tuple[int, bytes]]:
-    """Yield (offset, bytes) pieces of [start, end) that each end at a newline.
+@dataclass(frozen=True, slots=True)
+class Overlong:
+    """Bytes [start, end) of a line longer than the line cap, read past without being buffered.
 
-    A line longer than `chunk` is read whole: a record is never split. The
-    bytes after the last newline before `end` are not yielded.
+    `line_at` is where that line begins; `complete` once its newline has been read. A line not
+    complete when the read stops is resumed from `end` by the next read (`overlong_at`).
     """
+
+    line_at: int
+    start: int
+    end: int
+    complete: bool
+
+
+def read_chunks(
+    fd: int,
+    start: int,
+    end: int,
+    chunk: int = READ_CHUNK,
+    *,
+    max_line: int = MAX_LINE_BYTES,
+    overlong_at: int | None = None,
+) -> Iterator[tuple[int, bytes] | Overlong]:
+    """Yield (offset, bytes) pieces of [start, end) that each end at a newline,
+    and `Overlong` ranges for lines longer than `max_line`.
+
+    A line up to `max_line` is read whole: a record is never split. A longer one
+    is skipped in chunks (memory stays bounded by `max_line` plus a chunk), and
+    `overlong_at` says a read starts inside one. The bytes after the last newline
+    before `end` are not yielded, unless they belong to an over-long line.
+    Pending bytes are kept as a list of pieces and joined once per yield, so a
+    long line costs linear copying, not one copy of the line per chunk.
+    """
+    chunk = max(1, min(chunk, max_line))
     offset = start
-    pending = b""
-    pending_at = start
+    pieces: list[bytes] = []
+    pending = 0  # bytes in pieces
+    line_at = start  # where the pending (or skipped) line begins
+    skipping = overlong_at is not None
+    if overlong_at is not None:
+        line_at = overlong_at
     while offset < end:
         data = os.pread(fd, min(chunk, end - offset), offset)
         if not data:
             break
+        at = offset
         offset += len(data)
-        buf = pending + data if pending else data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            pending = buf
+        if skipping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                yield Overlong(line_at, at, offset, False)
+                continue
+            yield Overlong(line_at, at, at + newline + 1, True)
+            skipping = False
+            data, at = data[newline + 1 :], at + newline + 1
+            line_at = at
+            if not data:
+                continue
+        first = data.find(b"\n")
+        if first < 0:
+            pieces.append(data)
+            pending += len(data)
+            if pending > max_line:
+                yield Overlong(line_at, line_at, offset, False)
+                pieces, pending, skipping = [], 0, True
             continue
-        yield pending_at, buf[: cut + 1]
-        pending = buf[cut + 1 :]
-        pending_at = offset - len(pending)
+        if pending + first > max_line:
+            yield Overlong(line_at, line_at, at + first + 1, True)
+            pieces, pending = [], 0
+            data, at = data[first + 1 :], at + first + 1
+            line_at = at
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            yield line_at, b"".join([*pieces, data[: cut + 1]])
+            pieces, pending = [], 0
+            data, at = data[cut + 1 :], at + cut + 1
+            line_at = at
+        if data:
+            pieces.append(data)
+            pending += len(data)
