@@ -37,6 +37,7 @@ import orjson
 
 from .commits import CommitSignal
 from .inbox import Inbox, Work
+from .index.engines import Repaid
 from .index.writer import IndexWriter
 from .indexer import RemovalGuard, scan
 from .indexfile import discard_index, open_or_rebuild, prepare_index_path
@@ -58,6 +59,8 @@ _LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one fil
 VERIFY_MIN_SECONDS = 10.0
 # Transient failures are retried after 0.5 s, 1 s, 2 s, ... at most this long.
 RETRY_MAX_SECONDS = 60.0
+# A suspect text re-feed is retried after 10 s, 20 s, 40 s ... at most this long.
+SUSPECT_RETRY_MAX = 30.0
 
 
 def retry_delay(attempt: int, cap: float = RETRY_MAX_SECONDS) -> float:
@@ -159,6 +162,8 @@ class Service:
         self._last_verify = -VERIFY_MIN_SECONDS
         self.last_loop = clock()  # the watchdog ping is tied to this moving
         self._merged_at_bytes = 0
+        self._next_suspect_repay = 0.0
+        self._suspect_attempts = 0
 
     # -- lifecycle (any thread) ------------------------------------------------
 
@@ -254,8 +259,8 @@ class Service:
         )
         self._index_id = self._stat_index()
         # Sessions whose text documents may lag their rows (a crash between
-        # the two commits) are re-fed before anything else.
-        self.writer.repay_text_debt()
+        # the two commits) are re-fed before anything else; suspects later (`_repay_suspect`).
+        self._report_repaid(self.writer.repay_text_debt())
 
     def _close_index(self) -> None:
         self.progress.phase = "stopped"
@@ -290,6 +295,8 @@ class Service:
         self._write_state()
         if self.inbox.pending() == 0 and self._merge_step():
             return  # more FTS merging to do; new hints are checked first
+        if self.inbox.pending() == 0:
+            self._repay_suspect()
         self._idle(work, bool(due))
 
     def _idle(self, work: Work, worked: bool) -> None:
@@ -391,6 +398,38 @@ class Service:
         """Queue every file; the phase says so until the backlog is drained."""
         self._catching_up = True
         self._scan(reason, verify_all=True)
+
+    # -- text re-feeds that did not finish -----------------------------------------
+
+    def _repay_suspect(self) -> None:
+        """Re-feed one session whose earlier re-feed never finished, with backoff.
+
+        Each attempt is recorded before it starts, so a session that kills the
+        process in its re-feed is retried at most MAX_REPAY_ATTEMPTS times across
+        restarts, then quarantined: never a crash loop.
+        """
+        if self._clock() < self._next_suspect_repay:
+            return
+        self._suspect_attempts += 1
+        self._next_suspect_repay = self._clock() + retry_delay(self._suspect_attempts, SUSPECT_RETRY_MAX) * 20
+        self._report_repaid(self.writer.repay_text_debt(suspect=True))
+
+    def _report_repaid(self, repaid: Repaid) -> None:
+        for session_id in repaid.done:
+            self.progress.errors.pop(self._session_key(session_id), None)
+        for session_id in repaid.left:
+            self._file_error(self._session_key(session_id), "text index re-feed ran out of time; retried later")
+        for session_id in repaid.quarantined:
+            self._file_error(
+                self._session_key(session_id),
+                "quarantined: its text index re-feed failed repeatedly, so it is only partly searchable"
+                " until its file changes or `piwatch reindex` rebuilds it",
+            )
+
+    def _session_key(self, session_id: str) -> str:
+        """The errors key of a session: its file, as for every other per-file problem."""
+        owner = self.writer.session_owner(session_id)
+        return owner[1] if owner else f"session {excerpt(session_id)}"
 
     # -- FTS segment merging -------------------------------------------------------
 

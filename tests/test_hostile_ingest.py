@@ -10,6 +10,8 @@ restart after kill -9 in the middle of the work.
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 import threading
 import time
 
@@ -20,6 +22,8 @@ from piwatch.client import Client
 from piwatch.transports import SocketTransport
 from test_live import FOLDER, Daemon, live, poll, q  # noqa: F401 (live: fixture)
 
+from piwatchd.index.tantivy_text import text_dir
+from piwatchd.index.textfeed import MAX_REPAY_ATTEMPTS
 from piwatchd.project import MAX_FRAGMENTS_PER_EVENT
 from piwatchd.relations import MAX_PATHS_PER_EVENT
 
@@ -167,3 +171,42 @@ def test_a_giant_line_never_holds_back_other_sessions(live, header, gib):
 def _problem(db, path) -> str | None:
     rows = q(db, "SELECT state, error FROM sources WHERE path = ?", str(path))
     return rows[0][1] if rows and rows[0][0] == "unsupported" else None
+
+
+def _owe(db, session_id: str, attempts: int) -> None:
+    """Leave the index as a process that died `attempts` times re-feeding this session would."""
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT OR REPLACE INTO text_debt(session_id, attempts) VALUES (?, ?)", (session_id, attempts))
+    conn.commit()
+    conn.close()
+
+
+def test_a_session_whose_refeed_never_finished_is_deferred_then_quarantined(live):
+    folder = live.root / FOLDER
+    live.path.write_bytes(jsonl(v3_header("s-1"), msg("a", None, "user", "alpha walrus")))
+    (folder / "s2.jsonl").write_bytes(jsonl(v3_header("s-2"), msg("a", None, "user", "bravo puffin")))
+    (folder / "s3.jsonl").write_bytes(jsonl(v3_header("s-3"), msg("a", None, "user", "charlie marmot")))
+    d = live.daemon()
+    assert d.stop() == 0
+    # The text index is lost (every session owed); s-2's re-feed began once and never finished,
+    # s-3's three times.
+    shutil.rmtree(text_dir(live.db))
+    _owe(live.db, "s-2", 1)
+    _owe(live.db, "s-3", MAX_REPAY_ATTEMPTS)
+    d = live.daemon()
+    with client(d) as c:
+        assert c.search("walrus").hits  # re-fed at start-up
+        # The suspect is re-fed by the ingest loop once start-up is done, not before it.
+        poll(lambda: c.search("puffin").hits, 30, message="the suspect re-fed later")
+        assert c.search("marmot").hits == []  # quarantined: never re-fed again
+        errors = c.status().service.errors
+        assert any("quarantined" in e for e in errors.values()), errors
+        # An append does not complete it; a rewrite of its file does.
+        s3 = folder / "s3.jsonl"
+        with open(s3, "ab") as fh:
+            fh.write(jsonl(msg("b", "a", "user", "delta ibis")))
+        poll(lambda: c.search("ibis").hits, 30, message="the append")
+        assert c.search("marmot").hits == []
+        s3.write_bytes(jsonl(v3_header("s-3"), msg("a", None, "user", "charlie marmot again")))
+        poll(lambda: c.search("marmot").hits, 30, message="the rebuilt session")
+    assert q(live.db, "SELECT count(*) FROM text_debt")[0][0] == 0

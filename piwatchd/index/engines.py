@@ -12,12 +12,22 @@ the same results.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..model import Event, Fragment
 from .schema import DEFAULT_ENGINE, index_engine
 
 __all__ = ["TextStore", "Fts5Store", "open_text_store"]
+
+
+@dataclass(frozen=True, slots=True)
+class Repaid:
+    """What one repay did: sessions re-fed, sessions left owed, sessions quarantined."""
+
+    done: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
 
 
 class TextStore(Protocol):
@@ -51,8 +61,8 @@ class TextStore(Protocol):
         """Make the text searchable when idle or due; True when something was committed."""
         ...
 
-    def repay(self) -> int:
-        """Re-feed whatever the text index may lag after a crash; sessions re-fed."""
+    def repay(self, *, suspect: bool = False) -> Repaid:
+        """Re-feed whatever the text index may lag after a crash (see TextFeed.repay)."""
         ...
 
     def close(self) -> None: ...
@@ -108,8 +118,8 @@ class Fts5Store:
     def flush(self, *, idle: bool) -> bool:
         return False
 
-    def repay(self) -> int:
-        return 0
+    def repay(self, *, suspect: bool = False) -> Repaid:
+        return Repaid()
 
     def close(self) -> None:
         pass

@@ -27,7 +27,7 @@ __all__ = [
     "searchable_bytes",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # Text engines (providers): Tantivy by default; SQLite FTS5 kept, chosen by config `engine = "fts5"`.
 ENGINES = ("tantivy", "fts5")
 DEFAULT_ENGINE = "tantivy"
@@ -195,8 +195,12 @@ END;
 -- Sessions whose text-index documents may lag their rows: written in the
 -- same transaction as the rows, cleared once the text index has committed.
 -- At start-up every session listed is re-fed from its source file.
+-- `attempts` counts re-feeds begun (committed before the work): a session whose re-feed
+-- never finished (the process died in it) is not re-fed at the next start but later, and
+-- after MAX_REPAY_ATTEMPTS it is quarantined, so no session can crash-loop the daemon.
 CREATE TABLE text_debt (
-    session_id TEXT PRIMARY KEY
+    session_id TEXT PRIMARY KEY,
+    attempts   INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
 -- What the live service reports about itself (files known, backlog, last

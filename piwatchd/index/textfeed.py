@@ -23,12 +23,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..model import Event, Fragment
-from .engines import fragment_row_without_text
+from .engines import Repaid, fragment_row_without_text
 from .source_events import project_rows
 from .tantivy_text import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 from .textdoc import EventFacts, TextDoc
 
-__all__ = ["TextFeed", "COMMIT_INTERVAL"]
+__all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "REPAY_SECONDS", "TextFeed"]
 
 log = logging.getLogger("piwatchd.text")
 
@@ -37,6 +37,9 @@ log = logging.getLogger("piwatchd.text")
 # at once, so an append is searchable within one ingest turn.
 COMMIT_INTERVAL = 1.0
 _CHUNK = 5000
+# A session's re-feed runs at most this long per attempt, and is attempted at most this often.
+REPAY_SECONDS = 60.0
+MAX_REPAY_ATTEMPTS = 3
 
 
 def _json_ids(ids: Iterable[int]) -> str:
@@ -103,6 +106,7 @@ class TextFeed:
 
     def delete_session(self, session_id: str) -> None:
         self._owe(session_id)
+        self._clear_attempts(session_id)  # rebuilt whole in this transaction: no longer a suspect
         self._ops.append(("delete_session", session_id))
 
     def add_events(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
@@ -188,31 +192,69 @@ class TextFeed:
         owed, self._owed = self._owed, set()
         if owed:
             self.conn.execute("BEGIN IMMEDIATE")
+            # A suspect or quarantined session stays owed until a re-feed or a rebuild completes it.
             self.conn.execute(
-                "DELETE FROM text_debt WHERE session_id IN (SELECT value FROM json_each(?))",
+                "DELETE FROM text_debt WHERE attempts = 0 AND session_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(sorted(owed)),),
             )
             self.conn.execute("COMMIT")
         return True
 
-    def repay(self) -> int:
-        """Re-feed every session the text index may lag (after a crash or a
-        lost text index) from the read model and the source files."""
-        owed = [r[0] for r in self.conn.execute("SELECT session_id FROM text_debt")]
-        for session_id in owed:
-            self.text.delete_session(session_id)
-            rowids = [
-                r[0]
-                for r in self.conn.execute(
-                    "SELECT event_rowid FROM events WHERE session_id=? ORDER BY ordinal", (session_id,)
-                )
-            ]
-            for start in range(0, len(rowids), _CHUNK):
-                self.text.add(self._docs(rowids[start : start + _CHUNK], {}))
-            self._owed.add(session_id)
+    def repay(self, *, suspect: bool = False) -> Repaid:
+        """Re-feed sessions the text index may lag (after a crash or a lost text
+        index) from the read model and the source files.
+
+        At start-up (`suspect=False`) every session no earlier re-feed began.
+        One whose re-feed began and never finished (the process died in it, or it
+        ran past REPAY_SECONDS) is a suspect: the service re-feeds those later, one
+        per call (`suspect=True`), and after MAX_REPAY_ATTEMPTS leaves it quarantined.
+        """
+        rows = self.conn.execute("SELECT session_id, attempts FROM text_debt ORDER BY attempts, session_id").fetchall()
+        owed = [s for s, n in rows if 0 < n < MAX_REPAY_ATTEMPTS][:1] if suspect else [s for s, n in rows if n == 0]
+        done = [session_id for session_id in owed if self._repay_session(session_id)]
+        self._owed.update(done)
         if owed:
             self.flush(idle=True)
-        return len(owed)
+        return Repaid(done, [s for s in owed if s not in done], self.quarantined())
+
+    def _repay_session(self, session_id: str) -> bool:
+        """Re-feed one session within REPAY_SECONDS; False when it ran out of time."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("UPDATE text_debt SET attempts = attempts + 1 WHERE session_id = ?", (session_id,))
+        self.conn.execute("COMMIT")
+        deadline = time.monotonic() + REPAY_SECONDS
+        self.text.delete_session(session_id)
+        rowids = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT event_rowid FROM events WHERE session_id=? ORDER BY ordinal", (session_id,)
+            )
+        ]
+        for start in range(0, len(rowids), _CHUNK):
+            if time.monotonic() > deadline:
+                log.warning("re-feeding session %s ran past %.0fs; left for later", session_id, REPAY_SECONDS)
+                return False
+            self.text.add(self._docs(rowids[start : start + _CHUNK], {}))
+        self._clear_attempts(session_id)
+        return True
+
+    def _clear_attempts(self, session_id: str) -> None:
+        """All of the session's documents are queued again: its debt is an ordinary one."""
+        in_transaction = self.conn.in_transaction
+        if not in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("UPDATE text_debt SET attempts = 0 WHERE session_id = ?", (session_id,))
+        if not in_transaction:
+            self.conn.execute("COMMIT")
+
+    def quarantined(self) -> list[str]:
+        """Sessions whose re-feed failed MAX_REPAY_ATTEMPTS times: not searchable until they change."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT session_id FROM text_debt WHERE attempts >= ? ORDER BY session_id", (MAX_REPAY_ATTEMPTS,)
+            )
+        ]
 
     def close(self) -> None:
         self.flush(idle=True)

@@ -21,7 +21,7 @@ import orjson
 from ..model import Diagnostic, Event, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
-from .engines import TextStore, open_text_store
+from .engines import Repaid, TextStore, open_text_store
 from .redaction import add_counts
 
 __all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
@@ -79,9 +79,9 @@ class IndexWriter:
         """Commit the text index when idle or due (a no-op for FTS5)."""
         return self.text.flush(idle=idle)
 
-    def repay_text_debt(self) -> int:
-        """Re-feed sessions the text index may lag (after a crash); 0 for FTS5."""
-        return self.text.repay()
+    def repay_text_debt(self, *, suspect: bool = False) -> Repaid:
+        """Re-feed sessions the text index may lag (after a crash); nothing for FTS5."""
+        return self.text.repay(suspect=suspect)
 
     def close(self) -> None:
         self.text.close()
