@@ -61,15 +61,31 @@ def _text(path: Any) -> str:
 
 
 class EventRouter(FileSystemEventHandler):
-    """Maps one watchdog event to inbox marks (no I/O, O(1))."""
+    """Maps one watchdog event to inbox marks (no I/O, O(1)).
 
-    def __init__(self, inbox: Inbox) -> None:
+    A root that is a symlink is watched at its resolved directory (`watched`);
+    event paths are mapped back under the root as configured (`shown`), the
+    names the index knows its files by.
+    """
+
+    def __init__(self, inbox: Inbox, watched: str = "", shown: str = "") -> None:
         super().__init__()
         self.inbox = inbox
+        self.watched = watched
+        self.shown = shown
+
+    def _shown(self, path: str) -> str:
+        if self.watched == self.shown or not path:
+            return path
+        if path == self.watched:
+            return self.shown
+        if path.startswith(self.watched + os.sep):
+            return self.shown + path[len(self.watched) :]
+        return path
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        src = _text(event.src_path)
-        dest = _text(getattr(event, "dest_path", ""))
+        src = self._shown(_text(event.src_path))
+        dest = self._shown(_text(getattr(event, "dest_path", "")))
         if event.is_directory:
             if event.event_type in ("created", "moved"):
                 # Files may land in a new folder before its watch exists.
@@ -88,6 +104,7 @@ class _RootWatch:
     watch: Any
     ino: int
     backend: str
+    target: str  # the directory watched: the root resolved through symlinks
 
 
 class Watcher:
@@ -97,7 +114,6 @@ class Watcher:
     def __init__(self, roots: list[str], inbox: Inbox, *, polling_interval: float = 2.0) -> None:
         self.roots = [os.path.normpath(r) for r in roots]
         self.inbox = inbox
-        self.router = EventRouter(inbox)
         self._observer = Observer()
         self._poller: PollingObserver | None = None
         self._polling_interval = polling_interval
@@ -168,12 +184,15 @@ class Watcher:
         return any(e.watch == rw.watch and e.is_alive() for e in observer.emitters)
 
     def _ensure(self, root: str) -> None:
+        # inotify on a symlinked root misses new folders below it: watch what it points to,
+        # and notice when the link is re-pointed (the target changes).
+        target = os.path.realpath(root)
         try:
-            st = os.stat(root)
-        except OSError:
+            st = os.stat(target)
+        except (OSError, ValueError):
             st = None
         current = self._watches.get(root)
-        if st is None or not os.path.isdir(root):
+        if st is None or not os.path.isdir(target):
             if current is not None:
                 log.warning("sessions root %s disappeared; watching it again when it returns", root)
                 self._drop(root, current)
@@ -181,14 +200,16 @@ class Watcher:
         if (
             current is not None
             and current.ino == st.st_ino
+            and current.target == target
             and (not self._observer.is_alive() or self._emitter_alive(current))
         ):
             return
         if current is not None:
             self._drop(root, current)
+        router = EventRouter(self.inbox, watched=target, shown=root)
         try:
-            watch = self._observer.schedule(self.router, root, recursive=True, event_filter=_EVENT_FILTER)
-            self._watches[root] = _RootWatch(watch, st.st_ino, "native")
+            watch = self._observer.schedule(router, target, recursive=True, event_filter=_EVENT_FILTER)
+            self._watches[root] = _RootWatch(watch, st.st_ino, "native", target)
         except OSError as exc:
             # inotify watch/instance limits: degrade to polling this root.
             message = f"cannot watch {root} natively ({exc}); polling it every {self._polling_interval:g}s"
@@ -198,10 +219,10 @@ class Watcher:
             if self._poller is None:
                 self._poller = PollingObserver(timeout=self._polling_interval)
                 self._poller.start()
-            watch = self._poller.schedule(self.router, root, recursive=True)
-            self._watches[root] = _RootWatch(watch, st.st_ino, "polling")
+            watch = self._poller.schedule(router, target, recursive=True)
+            self._watches[root] = _RootWatch(watch, st.st_ino, "polling", target)
         if current is not None or self._observer.is_alive():
-            # Whatever happened while the root was unwatched is unknown.
+            # Whatever happened while the root was unwatched (or pointed elsewhere) is unknown.
             self.inbox.request_reconcile(f"watch started on {root}")
 
     def _drop(self, root: str, rw: _RootWatch) -> None:
