@@ -22,9 +22,9 @@ import orjson
 from .index.redaction import index_rules
 from .index.tree_store import TreeBatch
 from .index.writer import IndexWriter, SourceRecord
-from .model import Diagnostic, Entry, Event, excerpt
+from .model import Diagnostic, Entry, Event, Header, excerpt
 from .prefetch import prefetch
-from .project import MAX_FRAGMENTS_PER_EVENT, project_entry
+from .project import MAX_FRAGMENTS_PER_EVENT, iso_to_ms, project_entry
 from .redact import DEFAULT_RULES, Rules
 from .relations import MAX_PATHS_PER_EVENT
 from .source.fingerprint import Window
@@ -33,7 +33,7 @@ from .source.parser import ParseResult, ParserState, UnsupportedSource, parse_li
 from .source.reader import MAX_LINE_BYTES, Overlong, observe, open_source, read_chunks
 from .source.tailer import Change, Checkpoint, Observation, classify
 
-__all__ = ["Ingestor", "IngestOutcome"]
+__all__ = ["Ingestor", "IngestOutcome", "owner_rank"]
 
 
 @dataclass(slots=True)
@@ -349,7 +349,7 @@ class Ingestor:
                 header_before = state.header
                 state = result.state
                 if header_before is None and state.header is not None:
-                    self._claim_session(source_id, path, state.header.session_id)
+                    self._claim_session(source_id, path, state.header)
                     w.upsert_session(source_id, state.header)
                 if data is None:
                     window.skip(fd, offset, end)
@@ -401,17 +401,35 @@ class Ingestor:
         checkpoint = Checkpoint(obs.dev, obs.ino, size, obs.mtime_ns, consumed, *window.hashes())
         w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
 
-    def _claim_session(self, source_id: int, path: str, session_id: str) -> None:
-        """One rule for the same session id in two files: the first indexed file
-        keeps it while it exists; the other is reported as a duplicate."""
+    def _claim_session(self, source_id: int, path: str, header: Header) -> None:
+        """One rule for the same session id in two files (an archive copy, a manual
+        copy): the file with the oldest header timestamp keeps it, then the smaller
+        path (`owner_rank`), whatever order they were found in. The other is reported
+        as a duplicate and not indexed."""
+        session_id = header.session_id
         owner = self.writer.session_owner(session_id)
         if owner is None or owner[0] == source_id:
             return
-        if os.path.exists(owner[1]):
+        other_id, other_path = owner
+        try:
+            other = os.stat(other_path)
+        except OSError:  # the owner is gone: this copy takes over
+            self.writer.delete_session(session_id)
+            return
+        if owner_rank(self.writer.session_created(session_id), other_path) <= owner_rank(header.timestamp, path):
             raise _DuplicateSession(
-                f"session id {excerpt(session_id)} is already indexed from {owner[1]}; this copy is not indexed"
+                f"session id {excerpt(session_id)} is also in {other_path}, which is kept (older header timestamp,"
+                " or the same and a smaller path); this copy is not indexed"
             )
         self.writer.delete_session(session_id)
+        self.writer.mark_source(
+            other_id,
+            "duplicate",
+            f"session id {excerpt(session_id)} is also in {path}, which is kept (older header timestamp,"
+            " or the same and a smaller path); this copy is not indexed",
+            forget_checkpoint=True,
+            failed=(other.st_size, other.st_mtime_ns),
+        )
 
     def _append(self, path: str, record: SourceRecord, obs: Observation) -> IngestOutcome:
         cp = record.checkpoint
@@ -456,6 +474,16 @@ class Ingestor:
         finally:
             os.close(fd)
         return outcome
+
+
+def owner_rank(header_timestamp: str | None, path: str) -> tuple[int, float, str]:
+    """Which file owns a session id found in several: the smallest rank. Pure.
+
+    The oldest header timestamp first (the original predates its copies), then the
+    path; a file whose timestamp cannot be read ranks after every dated one.
+    """
+    ms = iso_to_ms(header_timestamp)
+    return (0, ms, path) if ms is not None else (1, 0.0, path)
 
 
 class _DuplicateSession(Exception):

@@ -27,6 +27,7 @@ from .source.parser import v1_entry_id
 
 __all__ = [
     "project_entry",
+    "iso_to_ms",
     "context_role_of",
     "bound_text",
     "normalize_arguments",
@@ -127,7 +128,7 @@ def normalize_arguments(arguments: Any) -> str:
     return "\n".join(lines)
 
 
-def _iso_to_ms(value: Any) -> int | None:
+def iso_to_ms(value: Any) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)
     if not isinstance(value, str):
@@ -270,13 +271,13 @@ def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *
     is_error = False
     tools: list[str] = []
     etype = entry.type
-    timestamp_ms = _iso_to_ms(data.get("timestamp"))
+    timestamp_ms = iso_to_ms(data.get("timestamp"))
     if etype == "message":
         msg = data.get("message")
         if isinstance(msg, dict):
             role = _str(msg.get("role"))
             if timestamp_ms is None:
-                timestamp_ms = _iso_to_ms(msg.get("timestamp"))
+                timestamp_ms = iso_to_ms(msg.get("timestamp"))
             frags, is_error, tools = _message_fragments(p, msg, meta)
     elif etype == "custom_message":
         custom_type = _str(data.get("customType")) or ""

@@ -251,3 +251,20 @@ def test_new_folders_under_a_symlinked_root_are_indexed_at_once(linked):
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_status_counts_a_file_being_ingested_as_backlog(live):
+    live.path.write_bytes(jsonl(v3_header("s-1"), msg("a", None, "user", "alpha walrus")))
+    d = live.daemon()
+    entries = [
+        msg(f"e{i}", f"e{i - 1}" if i else None, "user", f"entry number {i} " + "filler " * 40) for i in range(60_000)
+    ]
+    entries.append(msg("last", "e29999", "user", "kittiwake is the last word"))
+    (live.root / FOLDER / "large.jsonl").write_bytes(jsonl(v3_header("s-large"), *entries))
+    seen = []
+    with client(d) as c:
+        while not c.search("kittiwake").hits:
+            seen.append(c.status().service.backlog_files)
+            time.sleep(0.05)
+    # While the large file was not done, status said so (it is sliced and re-queued between slices).
+    assert max(seen) >= 1, seen

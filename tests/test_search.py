@@ -8,8 +8,10 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
 from conftest import jsonl, msg, v3_header
 
+from piwatchd.ingest import owner_rank
 from piwatchd.project import HEAD_CHARS, MAX_FRAGMENT_CHARS
 
 
@@ -229,12 +231,47 @@ def test_rewrite_rebuilds_and_removal_needs_absence(index_dir):
 
 
 def test_same_session_id_in_two_files_keeps_the_first(index_dir):
+    """The oldest header timestamp owns a session id, then the smaller path, in whatever
+    order the files are found (issue 16: ownership was the first file indexed)."""
     index_dir.write("a.jsonl", basic())
     index_dir.index()
-    index_dir.write("copy.jsonl", basic().replace(b"websocket", b"archivecopy"), folder="--archive--")
+    # A later copy (newer header) under a smaller path, found second: still a duplicate.
+    later = (
+        basic().replace(b"websocket", b"archivecopy").replace(b"2026-05-01T10:00:00.000Z", b"2026-06-01T10:00:00.000Z")
+    )
+    index_dir.write("copy.jsonl", later, folder="--archive--")
     summary = index_dir.index()
     assert [(os.path.basename(p["path"]), p["state"]) for p in summary["problems"]] == [("copy.jsonl", "duplicate")]
     assert index_dir.hits("archivecopy") == [] and index_dir.hits("websocket")
+    # An older copy found last takes the id over; the file indexed first becomes the duplicate.
+    older = (
+        basic().replace(b"websocket", b"originalcopy").replace(b"2026-05-01T10:00:00.000Z", b"2026-04-01T10:00:00.000Z")
+    )
+    index_dir.write("orig.jsonl", older, folder="--zzz--")
+    summary = index_dir.index()
+    assert sorted((os.path.basename(p["path"]), p["state"]) for p in summary["problems"]) == [
+        ("a.jsonl", "duplicate"),
+        ("copy.jsonl", "duplicate"),
+    ]
+    assert index_dir.hits("websocket") == [] and index_dir.hits("originalcopy")
+    # Stable: indexing again changes nothing.
+    again = index_dir.index()
+    assert again["changed"] == 0 and index_dir.hits("originalcopy")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "winner"),
+    [
+        (("2026-05-01T10:00:00.000Z", "/z/a.jsonl"), ("2026-06-01T10:00:00.000Z", "/a/b.jsonl"), 0),
+        (("2026-05-01T10:00:00.000Z", "/z/a.jsonl"), ("2026-05-01T10:00:00.000Z", "/a/b.jsonl"), 1),
+        ((None, "/a/a.jsonl"), ("2026-05-01T10:00:00.000Z", "/z/b.jsonl"), 1),
+        (("garbage", "/a/a.jsonl"), (None, "/b/b.jsonl"), 0),
+        (("2026-05-01T12:00:00+02:00", "/z"), ("2026-05-01T11:00:00Z", "/a"), 0),
+    ],
+)
+def test_owner_rank(a, b, winner):
+    ranks = [owner_rank(*a), owner_rank(*b)]
+    assert ranks.index(min(ranks)) == winner
 
 
 def test_duplicate_entry_ids_keep_last_content_first_position(index_dir):

@@ -247,6 +247,11 @@ class IndexWriter:
             (session_id,),
         ).fetchone()
 
+    def session_created(self, session_id: str) -> str | None:
+        """The header timestamp of an indexed session, as recorded."""
+        row = self.conn.execute("SELECT created FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        return row[0] if row else None
+
     def delete_session(self, session_id: str) -> None:
         self.text.delete_session(session_id)
         self.conn.execute(
