@@ -8,6 +8,12 @@ per session, filtered to it), and the RSS trend over the run is reported.
 A probe thread measures append -> searchable latency on a sample of appends.
 
     python -m bench.soak --minutes 3            # report in bench/out/soak-<minutes>m.json
+    python -m bench.soak --minutes 30 --searchers 4 --sample 15
+
+Memory is reported as the kernel splits it (/proc/PID/status): anonymous
+(the heap: what can leak) and file-backed (the memory-mapped text index,
+reclaimable page cache), each with its least-squares slope over the last
+third of the run and over the last 10 minutes.
 
 Appends are written as Pi writes them (one complete JSON line per entry,
 O_APPEND), with the line shapes of tests/conftest.py; the real Pi writer
@@ -38,7 +44,6 @@ __all__ = ["main"]
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SESSIONS = 50
-SEARCHERS = 16
 ALL = {"all": True}  # the local CLI's caller: every session
 WORDS = [
     "build",
@@ -91,8 +96,19 @@ def _entry(sid: str, n: int, parent: str | None, marker: str, rng: random.Random
 
 
 class Soak:
-    def __init__(self, base: Path, minutes: float, seed: int, engine: str | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        minutes: float,
+        seed: int,
+        engine: str | None = None,
+        *,
+        searchers: int = 4,
+        sample: float = 5.0,
+    ) -> None:
         self.base = base
+        self.searchers = searchers
+        self.sample = sample
         self.engine = engine
         self.root = base / "sessions" / "--work-soak--"
         self.db = base / "index.sqlite3"
@@ -107,7 +123,7 @@ class Soak:
         self.search_ms: list[float] = []
         self.visible_ms: list[float] = []
         self.rss: list[tuple[float, int]] = []
-        self.shared: list[int] = []  # file-backed resident pages (mmapped index files, libraries)
+        self.split: list[tuple[int, int]] = []  # (anonymous, file-backed) resident bytes per sample
 
     # -- parts -------------------------------------------------------------------
 
@@ -203,8 +219,8 @@ class Soak:
         while True:
             info = proc.memory_info()
             self.rss.append((time.monotonic() - t0, info.rss))
-            self.shared.append(getattr(info, "shared", 0))
-            if self.stop.wait(5.0):
+            self.split.append(_rss_split(pid))
+            if self.stop.wait(self.sample):
                 return
 
     # -- the run -------------------------------------------------------------------
@@ -244,7 +260,7 @@ class Soak:
 
     def _run(self, proc: subprocess.Popen) -> dict:
         threads = [threading.Thread(target=self.writer, args=(sid,), daemon=True) for sid in self.written]
-        threads += [threading.Thread(target=self.searcher, daemon=True) for _ in range(SEARCHERS)]
+        threads += [threading.Thread(target=self.searcher, daemon=True) for _ in range(self.searchers)]
         threads += [
             threading.Thread(target=self.probe, daemon=True),
             threading.Thread(target=self.sampler, args=(proc.pid,), daemon=True),
@@ -276,7 +292,7 @@ class Soak:
         return {
             "minutes": round(seconds / 60, 2),
             "sessions": SESSIONS,
-            "searchers": SEARCHERS,
+            "searchers": self.searchers,
             "appends": verified["appends"],
             "searchable": verified["searchable"],
             "missing": verified["missing"],
@@ -302,8 +318,9 @@ class Soak:
                 "slope_mb_per_min_after_warmup": round(slope, 2),
                 "samples": len(mb),
                 "series": [[round(t), round(r, 1)] for t, r in mb],
-                "anonymous_series": [round((r - sh) / 2**20, 1) for (_, r), sh in zip(self.rss, self.shared)],
             },
+            "anonymous_mb": _trend([(t, a / 2**20) for (t, _), (a, _f) in zip(self.rss, self.split)]),
+            "file_mapped_mb": _trend([(t, f / 2**20) for (t, _), (_a, f) in zip(self.rss, self.split)]),
             "index_mb": round(
                 sum(
                     f.stat().st_size
@@ -327,6 +344,37 @@ class Soak:
         }
 
 
+def _rss_split(pid: int) -> tuple[int, int]:
+    """(anonymous, file-backed) resident bytes from /proc/PID/status; (0, 0) where there is none."""
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("RssAnon", "RssFile", "RssShmem"):
+                    fields[key] = int(value.split()[0]) * 1024
+    except OSError:
+        return 0, 0
+    return fields.get("RssAnon", 0), fields.get("RssFile", 0) + fields.get("RssShmem", 0)
+
+
+def _trend(series: list[tuple[float, float]]) -> dict:
+    """First, last-third median, max, and slopes (MB/min) over the last third and the last 10 minutes."""
+    if not series:
+        return {}
+    end = series[-1][0]
+    third = [p for p in series if p[0] >= end * 2 / 3]
+    last10 = [p for p in series if p[0] >= end - 600]
+    return {
+        "first": round(series[0][1], 1),
+        "last_third_median": round(statistics.median(r for _, r in third), 1),
+        "max": round(max(r for _, r in series), 1),
+        "slope_mb_per_min_last_third": round(_slope(third) * 60, 2),
+        "slope_mb_per_min_last_10min": round(_slope(last10) * 60, 2),
+        "series": [[round(t), round(r, 1)] for t, r in series],
+    }
+
+
 def pct(xs: list[float], q: int) -> float | None:
     return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 1) if len(xs) >= 2 else None
 
@@ -345,16 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--searchers", type=int, default=4, help="client threads searching without pause (default 4)")
+    p.add_argument("--sample", type=float, default=5.0, help="seconds between memory samples (default 5)")
     p.add_argument("--engine", choices=("tantivy", "fts5"), help="text engine (default: the configured one)")
     p.add_argument("--out", default=str(REPO / "bench" / "out"))
     ns = p.parse_args(argv)
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsoak-"))
     try:
-        report = Soak(base, ns.minutes, ns.seed, ns.engine).run()
+        report = Soak(base, ns.minutes, ns.seed, ns.engine, searchers=ns.searchers, sample=ns.sample).run()
         report["engine"] = ns.engine or "default"
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    out = Path(ns.out) / f"soak-{ns.minutes:g}m{'-' + ns.engine if ns.engine else ''}.json"
+    out = Path(ns.out) / f"soak-{ns.minutes:g}m-{ns.searchers}s{'-' + ns.engine if ns.engine else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

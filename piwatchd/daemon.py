@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import memory
 from .inbox import Inbox
 from .indexfile import (
     IndexBusy,
@@ -45,6 +46,8 @@ log = logging.getLogger("piwatchd")
 # file; after that the process exits anyway (an uncommitted transaction simply
 # rolls back, and the next start re-reads from the last checkpoint).
 STOP_TIMEOUT = 10.0
+# How often the main thread returns freed heap pages to the system.
+TRIM_SECONDS = 30.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,12 +259,14 @@ class Daemon:
             self.sock_path,
             ", ".join(self.roots),
         )
+        memory.limit_arenas()  # before the server's threads exist
         self.server.start()
         self.watcher.start()
         self.service.start()
         self.service.ready.wait()
         notify(f"READY=1\nSTATUS=indexing; socket {self.sock_path}")
         ping_every = watchdog_interval()
+        trimmed = time.monotonic()
         while not self.stop.wait(1.0 if ping_every is None else min(1.0, ping_every)):
             if not self.service.is_alive():
                 log.error("ingest thread ended: %s", self.service.failed)
@@ -269,6 +274,9 @@ class Daemon:
             self.watcher.refresh()
             self._keep_socket()
             self._ping(ping_every)
+            if time.monotonic() - trimmed >= TRIM_SECONDS:
+                trimmed = time.monotonic()
+                memory.trim()  # freed heap back to the system: RSS follows the live data
         return 1 if self.service.failed is not None else 0
 
     def _keep_socket(self) -> None:

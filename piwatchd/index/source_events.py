@@ -43,23 +43,40 @@ def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes 
 # hundred stay here, keyed by the file's identity and state (any write to the
 # file changes its size or mtime) and the redaction rules.
 _CACHE_SIZE = 512
-_cache: OrderedDict[tuple, Event] = OrderedDict()
+# Events vary from a few bytes to hundreds of fragments of 32K characters each:
+# the cache is bounded by the characters it holds as well as by its count.
+_CACHE_CHARS = 16 * 1024 * 1024
+_cache: OrderedDict[tuple, tuple[Event, int]] = OrderedDict()
+_cache_chars = 0
 _cache_lock = threading.Lock()
 
 
 def _cached(key: tuple) -> Event | None:
     with _cache_lock:
-        event = _cache.get(key)
-        if event is not None:
-            _cache.move_to_end(key)
-        return event
+        item = _cache.get(key)
+        if item is None:
+            return None
+        _cache.move_to_end(key)
+        return item[0]
+
+
+def _chars(event: Event) -> int:
+    return sum(len(f.text) + len(f.tail or "") + len(f.meta) for f in event.fragments) + 256
 
 
 def _remember(key: tuple, event: Event) -> None:
+    global _cache_chars
+    size = _chars(event)
+    if size > _CACHE_CHARS // 8:
+        return  # one huge event would evict everything else
     with _cache_lock:
-        _cache[key] = event
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        old = _cache.pop(key, None)
+        if old is not None:
+            _cache_chars -= old[1]
+        _cache[key] = (event, size)
+        _cache_chars += size
+        while len(_cache) > _CACHE_SIZE or _cache_chars > _CACHE_CHARS:
+            _cache_chars -= _cache.popitem(last=False)[1][1]
 
 
 def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int, Event]:
