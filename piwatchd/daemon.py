@@ -37,6 +37,7 @@ from .indexfile import (
     prepare_index_path,
 )
 from .notify import notify, watchdog_interval
+from .server import ServerLimits
 
 __all__ = ["Daemon", "build_parser", "main", "run"]
 
@@ -93,6 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SEC",
         help="time limit of one search/read/trace query (default 5)",
     )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=ServerLimits.idle_timeout,
+        metavar="SEC",
+        help=f"close a connection idle this long between requests (default {ServerLimits.idle_timeout:g})",
+    )
+    p.add_argument(
+        "--max-requests-per-connection",
+        type=int,
+        default=ServerLimits.max_requests_per_connection,
+        metavar="N",
+        help="close a connection after this many requests; clients reconnect"
+        f" (default {ServerLimits.max_requests_per_connection})",
+    )
     p.add_argument("--version", action="version", version=f"piwatchd {__import__('piwatchd').__version__}")
     p.add_argument(
         "--log-level",
@@ -134,8 +150,11 @@ class Daemon:
     # -- the whole life ----------------------------------------------------------
 
     def run(self) -> int:
-        if self.ns.settle < 0 or self.ns.max_latency <= 0 or self.ns.scan_interval <= 0:
-            log.error("--settle must be >= 0, --max-latency and --scan-interval > 0")
+        if self.ns.settle < 0 or min(self.ns.max_latency, self.ns.scan_interval, self.ns.idle_timeout) <= 0:
+            log.error("--settle must be >= 0, --max-latency, --scan-interval and --idle-timeout > 0")
+            return 2
+        if self.ns.max_requests_per_connection < 1:
+            log.error("--max-requests-per-connection must be at least 1")
             return 2
         if not self._acquire_locks():
             return 1
@@ -223,8 +242,15 @@ class Daemon:
             index_trouble=self.inbox.request_index_check,
             query_timeout=self.ns.query_timeout,
         )
+        limits = ServerLimits()
+        limits.idle_timeout = self.ns.idle_timeout
+        limits.max_requests_per_connection = self.ns.max_requests_per_connection
         self.server = Server(
-            self.sock_path, self.api.handle, hello=self.api.hello, on_connection_end=self.api.readers.reset
+            self.sock_path,
+            self.api.handle,
+            hello=self.api.hello,
+            limits=limits,
+            on_connection_end=self.api.readers.reset,
         )
 
     # -- what the API asks of the daemon ---------------------------------------------

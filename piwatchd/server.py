@@ -299,6 +299,12 @@ class Server:
                 if not greeted:
                     return
                 continue
+            if op == "hello":
+                # A client may re-check the version at any time (say, after it
+                # reconnected); a mismatch mid-connection ends it, as at the start.
+                if not self._hello(conn, req_id, message.get("args")):
+                    return
+                continue
             entry.in_request = True
             try:
                 response = self._dispatch(req_id, op, message)

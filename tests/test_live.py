@@ -44,9 +44,17 @@ def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
 
 class Daemon:
     def __init__(
-        self, root: Path, db: Path, *, user: int | None = None, scan_interval: float = 60.0, socket: Path | None = None
+        self,
+        root: Path,
+        db: Path,
+        *,
+        user: int | None = None,
+        scan_interval: float = 60.0,
+        socket: Path | None = None,
+        args: tuple[str, ...] = (),
     ):
         self.root, self.db, self.user, self.scan_interval = root, db, user, scan_interval
+        self.args = args
         self.socket = socket or db.parent / "d.sock"
         self.proc: subprocess.Popen | None = None
         self.log = db.parent / "daemon.log"
@@ -70,6 +78,7 @@ class Daemon:
                 "debug",
                 "--socket",
                 str(self.socket),
+                *self.args,
             ],
             stdout=self._log_fh,
             stderr=subprocess.STDOUT,

@@ -69,6 +69,9 @@ class Client:
         caller: dict[str, Any] | None = None,
     ) -> None:
         self._transport = transport or SocketTransport(socket_path, timeout)
+        if isinstance(self._transport, SocketTransport):
+            # Every new connection (the daemon closes idle and used-up ones) starts with this hello.
+            self._transport.greeting = {"v": PROTOCOL_VERSION, "id": 0, "op": "hello", "args": self._hello_args()}
         self._ids = itertools.count(1)
         self._hello: wire.HelloResult | None = None
         self.caller = caller
@@ -84,9 +87,13 @@ class Client:
     def close(self) -> None:
         self._transport.close()
 
+    @staticmethod
+    def _hello_args() -> dict[str, Any]:
+        return {"proto": PROTOCOL_VERSION, "client": f"piwatch-py/{__version__}"}
+
     def hello(self) -> wire.HelloResult:
         if self._hello is None:
-            self._hello = self._call("hello", {"proto": PROTOCOL_VERSION, "client": f"piwatch-py/{__version__}"})
+            self._hello = self._call("hello", self._hello_args())
         return self._hello
 
     def _call(self, op: str, args: Any, caller: dict[str, Any] | None = None) -> Any:

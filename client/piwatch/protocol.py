@@ -80,7 +80,13 @@ class FrameTooLarge(ProtocolError):
 
 
 class ConnectionClosed(Exception):
-    """The peer closed the connection (cleanly between frames or mid-frame)."""
+    """The peer closed the connection (cleanly between frames or mid-frame).
+    `partial`: some bytes of the frame had arrived (a client must not retry
+    silently: the peer may have acted on the request)."""
+
+    def __init__(self, message: str, *, partial: bool = False) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 def encode_frame(message: Any) -> bytes:
@@ -102,11 +108,14 @@ def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool, deadline: flo
             if left <= 0:
                 raise TimeoutError(f"frame not delivered in time ({n - remaining} of {n} bytes)")
             sock.settimeout(left)
-        chunk = sock.recv(min(remaining, 1 << 20))
+        try:
+            chunk = sock.recv(min(remaining, 1 << 20))
+        except ConnectionResetError:
+            chunk = b""
         if not chunk:
             if at_boundary and remaining == n:
                 raise ConnectionClosed("peer closed the connection")
-            raise ConnectionClosed(f"peer closed the connection mid-frame ({n - remaining} of {n} bytes)")
+            raise ConnectionClosed(f"peer closed the connection mid-frame ({n - remaining} of {n} bytes)", partial=True)
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)

@@ -80,6 +80,9 @@ class SocketTransport:
     def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 15.0) -> None:
         self.path = str(path or socket_path())
         self.timeout = timeout
+        # The hello sent first on every new connection (`Client` sets it), so
+        # a replaced connection is greeted before the request it carries.
+        self.greeting: dict[str, Any] | None = None
         self._sock: socket.socket | None = None
 
     def _connect(self) -> socket.socket:
@@ -112,18 +115,60 @@ class SocketTransport:
                 time.sleep(0.01)
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self._sock is None:
-            self._sock = self._connect()
+        """Send one request and return its response, like an HTTP client's
+        keep-alive pool: a connection the daemon closed while it sat idle (its
+        idle timeout, or its requests-per-connection limit) is replaced before
+        the request is sent, and a request whose connection closed before any
+        byte of the reply is sent once more on a new connection. A reply cut
+        off part-way is an error, never retried silently."""
+        for attempt in (1, 2):
+            if self._sock is not None and _peer_closed(self._sock):
+                self.close()
+            if self._sock is None:
+                greeting = self._open(message)
+                if greeting is not None:
+                    return greeting  # the handshake failed: its error answers the request
+            try:
+                return self._exchange(message)
+            except _ClosedBeforeReply as exc:
+                self.close()
+                if attempt == 2:
+                    raise PiwatchError(f"piwatchd closed the connection: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _open(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """Connect; on a new connection, say hello first (unless `message` is
+        the hello). Returns the hello's error response, or None when greeted."""
+        self._sock = self._connect()
+        if self.greeting is None or message.get("op") == "hello":
+            return None
+        try:
+            reply = self._exchange(self.greeting)
+        except _ClosedBeforeReply as exc:
+            self.close()
+            raise PiwatchError(f"piwatchd closed the connection: {exc}") from None
+        if reply.get("ok") is True:
+            return None
+        self.close()
+        return {**reply, "id": message.get("id")}
+
+    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        assert self._sock is not None
         try:
             send_frame(self._sock, message)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise _ClosedBeforeReply(str(exc)) from None
+        try:
             response: dict[str, Any] = recv_frame(self._sock, MAX_RESPONSE_BYTES)
             return response
         except TimeoutError:
             self.close()
             raise PiwatchError(f"piwatchd did not answer within {self.timeout:g} s") from None
-        except (ConnectionClosed, ConnectionResetError, BrokenPipeError) as exc:
+        except ConnectionClosed as exc:
+            if not exc.partial:
+                raise _ClosedBeforeReply(str(exc)) from None
             self.close()
-            raise PiwatchError(f"piwatchd closed the connection: {exc}") from None
+            raise PiwatchError(f"piwatchd closed the connection part-way through its reply: {exc}") from None
         except ProtocolError as exc:
             self.close()
             raise PiwatchError(f"bad response from piwatchd: {exc}") from None
@@ -132,6 +177,26 @@ class SocketTransport:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+class _ClosedBeforeReply(Exception):
+    """The connection closed before any byte of the reply: safe to send again."""
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether the daemon has closed (or reset) an idle connection: it sends
+    nothing unasked, so any readable state between requests means the end."""
+    timeout = sock.gettimeout()
+    sock.settimeout(0.0)  # a peek that never waits (Python's own timeout would poll first)
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.settimeout(timeout)
+    return True
 
 
 class LocalTransport:

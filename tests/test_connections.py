@@ -1,0 +1,144 @@
+"""A client that outlives its connection (issue 16, rows 10 and 11).
+
+piwatchd closes connections that sat idle or carried their quota of
+requests. The Python client must then reconnect transparently before the
+next request (as an HTTP keep-alive pool does), retry once a request whose
+connection closed before any byte of the reply, and never retry silently
+after a partial reply. `hello` is answered on a live connection too.
+
+The daemon runs as a real process with its idle and per-connection limits
+lowered by its own options; the two close-at-the-worst-moment cases use a
+small scripted peer, because no real daemon can be made to close exactly
+between a client's check and its send.
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from piwatch.client import Client, PiwatchError
+from piwatch.protocol import PROTOCOL_VERSION, encode_frame, recv_frame
+from test_live import BASE, live, poll, search_cli  # noqa: F401 (live: fixture)
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _words(result) -> list[str]:
+    return sorted(h.entry_id for h in result.hits)
+
+
+@pytest.mark.parametrize("idle, per_connection", [(0.4, 10_000), (60.0, 3), (0.4, 2)])
+def test_the_client_reconnects_after_idle_and_used_up_connections(live, idle, per_connection):
+    live.path.write_bytes(BASE)
+    d = live.daemon(args=("--idle-timeout", str(idle), "--max-requests-per-connection", str(per_connection)))
+    poll(lambda: search_cli(live.db, "walrus"), message="the base session indexed")
+    with Client(d.socket, caller={"all": True}) as client:
+        for round_ in range(3):
+            for _ in range(per_connection + 2 if per_connection < 100 else 2):
+                assert _words(client.search("walrus")) == ["a"], round_
+            if idle < 1:
+                time.sleep(idle * 3)  # the daemon closes the idle connection meanwhile
+        assert client.hello().proto == PROTOCOL_VERSION
+        assert _words(client.search("heron")) == ["b"]
+    assert d.stop() == 0
+
+
+def test_hello_on_a_live_connection_is_answered(live):
+    live.path.write_bytes(BASE)
+    d = live.daemon()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(str(d.socket))
+        hello = {"v": PROTOCOL_VERSION, "op": "hello", "args": {"proto": PROTOCOL_VERSION}}
+        for n in range(1, 4):
+            s.sendall(encode_frame({**hello, "id": n}))
+            reply = recv_frame(s, 1 << 20)
+            assert reply["ok"] and reply["id"] == n and reply["result"]["proto"] == PROTOCOL_VERSION, reply
+        s.sendall(encode_frame({"v": PROTOCOL_VERSION, "id": 9, "op": "status", "args": {}, "caller": {"all": True}}))
+        assert recv_frame(s, 1 << 24)["ok"]
+        # A wrong version mid-connection is refused as at the start, and ends the connection.
+        s.sendall(encode_frame({**hello, "id": 10, "args": {"proto": 99}}))
+        assert recv_frame(s, 1 << 20)["error"]["code"] == "unsupported_protocol"
+        assert s.recv(1) == b""
+    assert d.stop() == 0
+
+
+class ScriptedPeer:
+    """A socket peer that answers hello and then follows `script`, one step
+    per request: "answer", "close" (before any reply) or "half" (half a reply,
+    then close). Counts the requests it received."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.dir = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwc-"))
+        self.dir.chmod(0o700)
+        self.path = self.dir / "s.sock"
+        self.script = list(script)
+        self.requests: list[str] = []
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(str(self.path))
+        self.sock.listen(8)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while self.script:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self._serve(conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        while self.script:
+            try:
+                message = recv_frame(conn, 1 << 20)
+            except Exception:
+                return
+            if message["op"] == "hello":
+                result = {"proto": PROTOCOL_VERSION, "version": "t", "pid": 1, "startedAt": 0, "capabilities": []}
+                conn.sendall(encode_frame({"id": message["id"], "ok": True, "result": result}))
+                continue
+            self.requests.append(message["op"])
+            step = self.script.pop(0)
+            if step == "close":
+                return
+            frame = encode_frame({"id": message["id"], "ok": True, "result": {"queued": "all"}})
+            if step == "half":
+                conn.sendall(frame[: len(frame) // 2])
+                return
+            conn.sendall(frame)
+
+    def close(self) -> None:
+        self.sock.close()
+        self.thread.join(5)
+
+
+def test_a_request_whose_connection_closed_before_any_reply_is_sent_once_more():
+    peer = ScriptedPeer(["answer", "close", "answer", "close", "close"])
+    try:
+        with Client(peer.path) as client:
+            assert client.reindex().queued == "all"
+            assert client.reindex().queued == "all"  # closed before the reply: retried once, answered
+            with pytest.raises(PiwatchError, match="closed the connection"):
+                client.reindex()  # closed twice: retried once only
+        assert peer.requests == ["reindex"] * 5
+    finally:
+        peer.close()
+
+
+def test_a_partial_reply_is_never_retried_silently():
+    peer = ScriptedPeer(["half", "answer"])
+    try:
+        with Client(peer.path) as client:
+            with pytest.raises(PiwatchError, match="part-way"):
+                client.reindex()
+            assert peer.requests == ["reindex"]  # not sent again
+            assert client.reindex().queued == "all"  # the next request gets a new connection
+    finally:
+        peer.close()
