@@ -11,8 +11,11 @@
 //   node gen.mjs texts     --out DIR --pi VERSION --spec FILE
 //     FILE: {"sessions": [{"cwd": "/work/proj", "items": [{"role": "user"|"assistant"|"tool"|"bash", "text": "...",
 //            "command": "..." (bash), "tool": "bash" (tool: an assistant call + its result), "args": {...} (tool)}]}]}
+//     Optional: session "name" (a session_info entry after the first item), tool "say" (assistant text
+//     before the call), tool "isError", bash "exitCode".
 //     Writes each item as Pi would (user / assistant text / tool call + toolResult / bashExecution);
-//     the manifest lists each file with the entry id of every item (tool items: the result's id).
+//     the manifest lists each file with the entry id of every item (tool items: the result's id) and
+//     callEntryIds (tool items: the id of the assistant entry holding the call; null otherwise).
 // --out DIR is used as Pi's agent directory (PI_CODING_AGENT_DIR): sessions land in
 // DIR/sessions/--<encoded cwd>--/<timestamp>_<sessionId>.jsonl, chosen by Pi itself.
 // B accepts suffixes k/M/G (powers of 1000), e.g. 200M.
@@ -1798,21 +1801,26 @@ async function runTexts(pi, opts) {
 	for (const session of spec.sessions) {
 		const sm = pi.SessionManager.create(session.cwd);
 		const ids = [];
+		const callIds = [];
 		for (const item of session.items) {
+			let callId = null;
 			if (item.role === "user") ids.push(sm.appendMessage(Msg.user(item.text, clock.next())));
 			else if (item.role === "assistant") ids.push(sm.appendMessage(Msg.assistant([Msg.text(item.text)], clock.next())));
-			else if (item.role === "bash") ids.push(sm.appendMessage(Msg.bash(item.command ?? "env", item.text, clock.next())));
+			else if (item.role === "bash") ids.push(sm.appendMessage(Msg.bash(item.command ?? "env", item.text, clock.next(), { exitCode: item.exitCode })));
 			else if (item.role === "tool") {
 				const call = Msg.toolCall(toolId(), item.tool ?? "bash", item.args ?? { command: "cat .env" });
-				sm.appendMessage(Msg.assistant([call], clock.next()));
-				ids.push(sm.appendMessage(Msg.toolResult(call, item.text, clock.next())));
+				const pre = item.say ? [Msg.text(item.say)] : [];
+				callId = sm.appendMessage(Msg.assistant([...pre, call], clock.next()));
+				ids.push(sm.appendMessage(Msg.toolResult(call, item.text, clock.next(), { isError: item.isError })));
 			} else throw new UsageError(`texts: unknown role ${item.role}`);
+			callIds.push(callId);
+			if (ids.length === 1 && session.name) sm.appendSessionInfo(session.name);
 		}
 		// A session is written once it has an assistant message; make sure every one is on disk.
 		if (!session.items.some((i) => i.role !== "user")) sm.appendMessage(Msg.assistant([Msg.text("ok")], clock.next()));
 		const file = sm.getSessionFile();
 		if (!fs.existsSync(file)) throw new Error(`texts session was not flushed (${file})`);
-		files.push({ path: file, sessionId: sm.getSessionId(), cwd: session.cwd, entryIds: ids });
+		files.push({ path: file, sessionId: sm.getSessionId(), cwd: session.cwd, entryIds: ids, callEntryIds: callIds });
 	}
 	return { mode: "texts", piVersion: pi.version, outDir, sessionsDir: path.join(outDir, "sessions"), files };
 }
