@@ -29,7 +29,7 @@ from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, ProtocolError
 from .auth import CallerScope, ScopeError, is_under, resolve_scope
 from .catalog import list_sessions
 from .commits import CommitSignal
-from .index.query import QueryError, SearchFilters, SearchRequest, roots_clause
+from .index.query import QueryError, SearchFilters, SearchRequest, roots_clause, session_filter_clauses
 from .index.schema import SchemaMismatch, open_reader, searchable_bytes
 from .index.search import QueryTimeout, search, time_limit
 from .ops.read import OpError, event_read
@@ -364,8 +364,15 @@ class Api:
             # The caller's own session is never listed: its later entries lie past the cutoff.
             where += " AND s.session_id != ?"
             params.append(scope.current_session)
-        with slot(req.deadline), self._limited(vis.conn, req):
-            rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
+        extra, extra_params = session_filter_clauses(_search_request(_sessions_search(a, 1, 0)).filters)
+        where, params = " AND ".join([where, *extra]), [*params, *extra_params]
+        with slot(req.deadline):
+            if a.query is not None:
+                ids = self._matching_sessions(a, req)
+                where += f" AND s.session_id IN ({','.join('?' * len(ids))})" if ids else " AND 0"
+                params.extend(ids)
+            with self._limited(vis.conn, req):
+                rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
         items = [
             wire.SessionItem(
                 session_id=r.session_id,
@@ -383,6 +390,18 @@ class Api:
             for r in rows[: a.limit]
         ]
         return wire.SessionsResult(sessions=items, has_more=len(rows) > a.limit, limit=a.limit, offset=a.offset)
+
+    def _matching_sessions(self, a: wire.SessionsArgs, req: _Request) -> list[str]:
+        """Sessions holding one of the query's best hits, through search's own
+        path (same authorization and cutoff): bounded by SESSIONS_QUERY_HITS."""
+        found: dict[str, None] = {}
+        for offset in range(0, wire.SESSIONS_QUERY_HITS, wire.MAX_LIMIT):
+            result = self._search(_sessions_search(a, wire.MAX_LIMIT, offset), req, _no_slot)
+            found.update(dict.fromkeys(h.session_id for h in result.hits))
+            if not result.has_more:
+                break
+        req.sessions = []  # the listing names its sessions itself; the probe's hits need no freshness
+        return list(found)
 
     def _status(self, a: wire.StatusArgs, req: _Request, slot: Slot) -> wire.StatusResult:
         vis = req.vis
@@ -513,6 +532,12 @@ def _public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
         startup_seconds=svc.startup_seconds,
         last_scan=wire.ScanInfo(at_ms=svc.last_scan.at_ms) if svc.last_scan else None,
     )
+
+
+def _sessions_search(a: wire.SessionsArgs, limit: int, offset: int) -> wire.SearchArgs:
+    """`sessions`' query and scope filters as search args (one definition of the filters)."""
+    filters = wire.SearchFilters(cwd=a.cwd, cwd_under=a.cwd_under, since_ms=a.since_ms, until_ms=a.until_ms)
+    return wire.SearchArgs(query=a.query or "", filters=filters, limit=limit, offset=offset)
 
 
 def _search_request(a: wire.SearchArgs) -> SearchRequest:

@@ -90,6 +90,7 @@ class _Progress:
     bytes_ingested: int = 0
     events_ingested: int = 0
     files_ingested: int = 0
+    files_changed: int = 0  # of files_ingested, those with new or rewritten bytes (the rest were only verified)
     batches: int = 0
     scans: int = 0
     last_scan: dict[str, Any] | None = None
@@ -523,6 +524,7 @@ class Service:
         else:
             self.progress.errors.pop(path, None)
         if outcome.change.value != "unchanged":
+            self.progress.files_changed += 1
             log.debug("%s %s: %d events, %d bytes", outcome.change.value, path, outcome.events, outcome.bytes_read)
         return outcome
 
@@ -597,6 +599,7 @@ class Service:
             "scan_interval": self.config.scan_interval,
             "files_known": p.files_known,
             "files_ingested": p.files_ingested,
+            "files_changed": p.files_changed,
             "bytes_ingested": p.bytes_ingested,
             "events_ingested": p.events_ingested,
             "batches": p.batches,

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 __all__ = ["COMMANDS", "argument_problem", "build_parser", "main"]
 
 # Order is the order of `piwatch --help`.
-COMMANDS = ["status", "search", "read", "trace", "sessions", "reindex", "index", "service", "pi"]
+COMMANDS = ["status", "search", "read", "trace", "sessions", "reindex", "index", "service", "pi", "completion"]
 
 # Options that name files may hold any bytes the file system allows; every
 # other string goes into a query or onto the wire, which carry UTF-8 only.
@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="piwatch",
         description="Search, read and trace what the Pi coding agent did in earlier sessions.",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"piwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -93,17 +96,37 @@ def _database_error(ns: argparse.Namespace, exc: sqlite3.Error) -> str:
     return f"{path}: not a usable piwatch index ({exc})"
 
 
+def _reader_gone() -> int:
+    """stdout's reader exited (`piwatch ... | head`): stop quietly, as a
+    SIGPIPE'd tool would, and point stdout at /dev/null so the interpreter's
+    final flush does not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a real file: nothing will flush to the pipe
+    return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the broken pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .client import PiwatchError
 
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`piwatch completion`); exits
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
     ns = parser.parse_args(argv)
     problem = argument_problem(vars(ns))
     if problem:
         print(f"piwatch: {problem}", file=sys.stderr)
         return 2
     try:
-        return int(ns.run(ns))
+        code = int(ns.run(ns))
+        sys.stdout.flush()  # here, so a reader gone away (`| head`) is seen below, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except (FileNotFoundError, PiwatchError) as exc:
         # Every client and api error carries its own advice; one line, exit 1.
         print(f"piwatch: {exc}", file=sys.stderr)

@@ -176,9 +176,21 @@ class Client:
         return result
 
     def sessions(
-        self, *, caller: dict[str, Any] | None = None, limit: int = 50, offset: int = 0
+        self,
+        query: str | None = None,
+        *,
+        caller: dict[str, Any] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        **scope: Any,
     ) -> wire.SessionsResult:
-        result: wire.SessionsResult = self.request("sessions", wire.SessionsArgs(limit=limit, offset=offset), caller)
+        """Visible sessions, newest first; with `query`, those holding one of its
+        best hits; `scope`: cwd, cwd_under, since_ms, until_ms (as search's filters)."""
+        try:
+            args = wire.SessionsArgs(limit=limit, offset=offset, query=query, **scope)
+        except TypeError as exc:
+            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad sessions scope: {exc}") from None
+        result: wire.SessionsResult = self.request("sessions", args, caller)
         return result
 
     def reindex(self, session_id: str | None = None, *, caller: dict[str, Any] | None = None) -> wire.ReindexResult:

@@ -100,6 +100,7 @@ T = TypeVar("T")
 MAX_LIMIT = 200
 MAX_OFFSET = 10_000
 MAX_SESSIONS_LIMIT = 500
+SESSIONS_QUERY_HITS = 1000  # `sessions` with a query: sessions among this many best hits
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
 WINDOW_MAX = 64_000
@@ -246,6 +247,13 @@ class TraceArgs(_Strict):
 class SessionsArgs(_Strict):
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSIONS_LIMIT)] = 50
     offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_INDEX)] = 0
+    # Only sessions holding one of the query's best SESSIONS_QUERY_HITS hits (search's query syntax).
+    query: str | None = None
+    # The scope filters of search, over the sessions' recorded cwd and time span.
+    cwd: str | None = None
+    cwd_under: str | None = None
+    since_ms: _INT64 | None = None  # sessions active at or after (their last entry)
+    until_ms: _INT64 | None = None  # sessions started before (their first entry)
 
 
 class ReindexArgs(_Strict):
@@ -539,6 +547,7 @@ class ServiceStatus(Wire):
     scan_interval: float | None = None
     files_known: int | None = None
     files_ingested: int | None = None
+    files_changed: int | None = None  # of files_ingested, those with new bytes (the rest only verified)
     bytes_ingested: int | None = None
     events_ingested: int | None = None
     batches: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from piwatch.wire import MAX_LIMIT, MAX_OFFSET
@@ -28,6 +28,7 @@ __all__ = [
     "build_top_fragments_sql",
     "build_candidates_sql",
     "filter_clauses",
+    "session_filter_clauses",
     "validate_page",
     "roots_clause",
     "files_clause",
@@ -203,6 +204,27 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list[A
     return sql, params
 
 
+def session_filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
+    """WHERE conditions over alias `s` (sessions) for the scope filters a session
+    list shares with search: recorded cwd (exact or below) and time span. Pure."""
+    where: list[str] = []
+    params: list[Any] = []
+    if f.cwd is not None:
+        where.append("s.cwd_norm = ?")
+        params.append(f.cwd)
+    if f.cwd_under is not None and f.cwd_under.rstrip("/") != "":
+        low, high = subtree_bounds(f.cwd_under)
+        where.append("(s.cwd_norm = ? OR (s.cwd_norm >= ? AND s.cwd_norm < ?))")
+        params.extend([f.cwd_under.rstrip("/"), low, high])
+    if f.since_ms is not None:
+        where.append("s.last_ms >= ?")
+        params.append(f.since_ms)
+    if f.until_ms is not None:
+        where.append("s.first_ms < ?")
+        params.append(f.until_ms)
+    return where, params
+
+
 def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
     """WHERE conditions over aliases `f` (fragments), `e` (events), `s` (sessions)."""
     where: list[str] = []
@@ -211,16 +233,9 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
     if f.exclude_sessions:
         where.append(f"e.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
         params.extend(f.exclude_sessions)
-    if f.cwd is not None:
-        where.append("s.cwd_norm = ?")
-        params.append(f.cwd)
-    if f.cwd_under is not None:
-        if f.cwd_under.rstrip("/") == "":
-            pass  # everything is under the root directory
-        else:
-            low, high = subtree_bounds(f.cwd_under)
-            where.append("(s.cwd_norm = ? OR (s.cwd_norm >= ? AND s.cwd_norm < ?))")
-            params.extend([f.cwd_under.rstrip("/"), low, high])
+    cwd_where, cwd_params = session_filter_clauses(replace(f, since_ms=None, until_ms=None))
+    where.extend(cwd_where)
+    params.extend(cwd_params)
     _in("e.type", f.event_types, where, params)
     _in("f.kind", f.kinds, where, params)
     _in("e.role", f.roles, where, params)

@@ -1,21 +1,31 @@
-"""`piwatch sessions`: the sessions this workspace may see, newest first."""
+"""`piwatch sessions`: the sessions this workspace may see, newest first;
+with a query, only those holding one of its best hits."""
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from typing import Any
 
+from ..timeparse import parse_time
 from ._common import add_scope_args, run_op
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "sessions_args", "print_sessions"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sessions", help="list indexed sessions (authorized for this workspace)")
+    p = sub.add_parser("sessions", help="list indexed sessions (authorized for this workspace), optionally by query")
+    p.add_argument(
+        "query", nargs="*", help="only sessions holding one of this search's best 1000 hits (search's query syntax)"
+    )
     p.add_argument("--limit", type=int, default=50, help="sessions to list (1-500, default 50)")
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_scope_args(p)
+    p.add_argument("--cwd", metavar="PATH", help="only sessions whose recorded cwd is exactly PATH")
+    p.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")
+    p.add_argument("--since", type=parse_time, metavar="TIME", help="active at or after TIME (7d, 12h, ISO date)")
+    p.add_argument("--until", type=parse_time, metavar="TIME", help="started before TIME")
     p.set_defaults(run=run)
 
 
@@ -25,17 +35,28 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def sessions_args(ns: argparse.Namespace) -> dict[str, Any]:
+    args = {
+        "limit": ns.limit,
+        "offset": ns.offset,
+        "query": " ".join(ns.query) if ns.query else None,
+        "cwd": ns.cwd,
+        "cwdUnder": ns.under,
+        "sinceMs": ns.since,
+        "untilMs": ns.until,
+    }
+    return {k: v for k, v in args.items() if v is not None}
+
+
 def run(ns: argparse.Namespace) -> int:
-    return run_op(
-        ns, "sessions", {"limit": ns.limit, "offset": ns.offset}, lambda r, out: print_sessions(r, out, ns.offset)
-    )
+    return run_op(ns, "sessions", sessions_args(ns), lambda r, out: print_sessions(r, out, ns.offset))
 
 
 def print_sessions(result, out, offset: int = 0) -> None:
-    for s in result["sessions"]:
-        name = f"  {s['name']}" if s.get("name") else ""
-        print(f"{_when(s['lastMs'])}  {s['sessionId']}  {s['events']:>6} events  {s['cwd']}{name}", file=out)
-    if not result["sessions"]:
+    for s in result.sessions:
+        name = f"  {s.name}" if s.name else ""
+        print(f"{_when(s.last_ms)}  {s.session_id}  {s.events:>6} events  {s.cwd}{name}", file=out)
+    if not result.sessions:
         print("no sessions visible from this workspace (try --all)", file=out)
-    if result.get("hasMore"):
-        print(f"(more: --offset {offset + len(result['sessions'])})", file=out)
+    if result.has_more:
+        print(f"(more: --offset {offset + len(result.sessions)})", file=out)

@@ -8,7 +8,7 @@ import time
 
 from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 
-__all__ = ["add_parser", "run", "format_status"]
+__all__ = ["add_parser", "run", "format_status", "run_summary"]
 
 
 def add_parser(sub) -> None:
@@ -36,6 +36,18 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}% ({_mb(done)} of {_mb(total)})"
 
 
+def run_summary(svc: ServiceStatus) -> str:
+    """What this run of piwatchd did, in words a person expects. Pure."""
+    files = svc.files_ingested or 0
+    changed = svc.files_changed
+    if files == 0:
+        return "nothing ingested yet this run"
+    if changed == 0 or (changed is None and not svc.events_ingested and not svc.bytes_ingested):
+        return f"{files} files checked this run, nothing new since the last index"
+    how_many = f"{changed} of {files}" if changed is not None else f"{files}"
+    return f"{how_many} files had new data this run ({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested or 0} events)"
+
+
 def format_status(st: StatusResult) -> str:
     out = []
     svc = st.service
@@ -52,10 +64,7 @@ def format_status(st: StatusResult) -> str:
             f"  scan     last {_ago(scan.at_ms)} ({scan.reason or '-'}, {scan.files or 0} files, "
             f"{scan.seconds or 0}s); every {svc.scan_interval or 0:g}s; changes missed by events: {svc.missed_by_events}"
         )
-        out.append(
-            f"  progress {svc.files_known} files known, {svc.files_ingested} ingested this run "
-            f"({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested} events); backlog {svc.backlog_files} files"
-        )
+        out.append(f"  progress {svc.files_known} files known; {run_summary(svc)}; backlog {svc.backlog_files} files")
         if st.catch_up is not None:
             out.append(
                 f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
