@@ -121,16 +121,24 @@ def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool, deadline: flo
     return b"".join(chunks)
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
-    stack = [(value, 0)]
+    """Raise bad_request for a message nested deeper than `limit`. Only
+    containers are stacked: a list of 50,000 strings costs one C-level pass."""
+    stack = [(value, 0)] if isinstance(value, _CONTAINERS) else []
     while stack:
         item, depth = stack.pop()
-        if depth > limit:
+        if depth >= limit:
             raise ProtocolError(ErrorCode.BAD_REQUEST, f"message nests deeper than {limit} levels")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((v, depth + 1) for v in item)
+        values = item.values() if isinstance(item, dict) else item
+        if _CONTAINER_TYPES.isdisjoint(set(map(type, values))):
+            continue  # scalars only (the common case): checked at C speed
+        stack.extend((v, depth + 1) for v in values if isinstance(v, _CONTAINERS))
+
+
+_CONTAINER_TYPES = frozenset(_CONTAINERS)
 
 
 def decode_body(body: bytes) -> Any:

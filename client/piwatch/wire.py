@@ -110,6 +110,29 @@ MAX_INDEX = 2**53
 _INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 # Error messages quote at most this much of any caller- or file-supplied value.
 MAX_QUOTE_CHARS = 200
+# Caps on caller-supplied values, checked while decoding (before any filesystem or
+# database work): the cost of resolving a path grows with its length and depth, an
+# SQL or text-index expression with its number of roots and filter values.
+PATH_MAX = 4096  # bytes of one path, as Linux's PATH_MAX
+MAX_PATH_COMPONENTS = 128  # `/`-separated parts of one path (real ones have a few dozen)
+MAX_ID_CHARS = 1024  # a session, entry, fragment or tool-call id, a kind, role or tool name
+MAX_EXTRA_ROOTS = 32  # a caller's extra authorization roots
+MAX_FILTER_VALUES = 100  # values of one list filter (session ids, files, kinds, ...)
+
+_Path = Annotated[str, msgspec.Meta(max_length=PATH_MAX)]
+_Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_CHARS)]
+_Ids = Annotated[list[_Id], msgspec.Meta(max_length=MAX_FILTER_VALUES)]
+
+
+def _check_paths(**paths: str | list[str] | None) -> None:
+    """Raise ValueError (a bad_request naming the field) for a path beyond PATH_MAX
+    bytes or MAX_PATH_COMPONENTS parts; the character cap already bounds this work."""
+    for name, value in paths.items():
+        for path in [value] if isinstance(value, str) else value or ():
+            if len(path.encode("utf-8", "surrogatepass")) >= PATH_MAX:
+                raise ValueError(f"`{name}`: a path must be shorter than {PATH_MAX} bytes")
+            if path.count("/") > MAX_PATH_COMPONENTS:
+                raise ValueError(f"`{name}`: a path may have at most {MAX_PATH_COMPONENTS} components")
 
 
 def clip(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
@@ -174,14 +197,19 @@ class Caller(_Strict):
     """Who asks. `all` is the trusted local CLI's explicit opt-in to every
     session; otherwise `cwd` or `workspaceRoot` names the authorization root."""
 
-    cwd: str | None = None
-    workspace_root: str | None = None
-    extra_roots: list[str] = []
-    session_id: str | None = None
-    session_file: str | None = None
-    cutoff_entry_id: str | None = None
-    tool_call_id: str | None = None
+    cwd: _Path | None = None
+    workspace_root: _Path | None = None
+    extra_roots: Annotated[list[_Path], msgspec.Meta(max_length=MAX_EXTRA_ROOTS)] = []
+    session_id: _Id | None = None
+    session_file: _Path | None = None
+    cutoff_entry_id: _Id | None = None
+    tool_call_id: _Id | None = None
     all: bool = False
+
+    def __post_init__(self) -> None:
+        _check_paths(
+            cwd=self.cwd, workspaceRoot=self.workspace_root, sessionFile=self.session_file, extraRoots=self.extra_roots
+        )
 
 
 # -- requests ----------------------------------------------------------------------
@@ -189,7 +217,7 @@ class Caller(_Strict):
 
 class HelloArgs(Request):
     proto: int
-    client: str | None = None
+    client: _Id | None = None
 
 
 class StatusArgs(_Strict):
@@ -200,20 +228,23 @@ FileMode = Literal["read", "changed", "any"]
 
 
 class SearchFilters(_Strict):
-    session_id: list[str] = []
-    cwd: str | None = None
-    cwd_under: str | None = None
-    event_type: list[str] = []
-    kind: list[str] = []
-    role: list[str] = []
-    tool: list[str] = []
+    session_id: _Ids = []
+    cwd: _Path | None = None
+    cwd_under: _Path | None = None
+    event_type: _Ids = []
+    kind: _Ids = []
+    role: _Ids = []
+    tool: _Ids = []
     since_ms: _INT64 | None = None
     until_ms: _INT64 | None = None
     is_error: bool | None = None
-    branch_state: list[str] = []
-    selection_state: list[str] = []
-    files: list[str] = []
+    branch_state: _Ids = []
+    selection_state: _Ids = []
+    files: Annotated[list[_Path], msgspec.Meta(max_length=MAX_FILTER_VALUES)] = []
     file_mode: FileMode = "any"
+
+    def __post_init__(self) -> None:
+        _check_paths(cwd=self.cwd, cwdUnder=self.cwd_under, files=self.files)
 
 
 class SearchArgs(_Strict):
@@ -227,9 +258,9 @@ class SearchArgs(_Strict):
 
 
 class ReadArgs(_Strict):
-    session_id: str
-    entry_id: str
-    fragment_id: str | None = None
+    session_id: _Id
+    entry_id: _Id
+    fragment_id: _Id | None = None
     offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_INDEX)] | None = None
     length: Annotated[int, msgspec.Meta(ge=1, le=WINDOW_MAX)] | None = None
     before: Annotated[int, msgspec.Meta(ge=0, le=NEIGHBOURS_MAX)] = 0
@@ -240,8 +271,8 @@ class ReadArgs(_Strict):
 
 
 class TraceArgs(_Strict):
-    session_id: str
-    entry_id: str
+    session_id: _Id
+    entry_id: _Id
 
 
 class SessionsArgs(_Strict):
@@ -257,7 +288,7 @@ class SessionsArgs(_Strict):
 
 
 class ReindexArgs(_Strict):
-    session_id: str | None = None
+    session_id: _Id | None = None
 
 
 # -- results: hello, search ----------------------------------------------------------
