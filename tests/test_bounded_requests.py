@@ -78,6 +78,7 @@ OVERSIZED = [
     ),
     ("a deep file filter", "search", {"query": "w", "filters": {"files": [DEEP]}}, {"all": True}, "files"),
     ("a deep cwdUnder filter", "search", {"query": "w", "filters": {"cwdUnder": STEEP}}, {"all": True}, "cwdUnder"),
+    ("a deep sessions cwd filter", "sessions", {"cwd": DEEP}, {"all": True}, "cwd"),
     ("a huge read id", "read", {"sessionId": "s-1", "entryId": "e" * 5000}, {"all": True}, "entryId"),
     ("a huge trace id", "trace", {"sessionId": "s" * 5000, "entryId": "a"}, {"all": True}, "sessionId"),
 ]

@@ -281,10 +281,13 @@ class SessionsArgs(_Strict):
     # Only sessions holding one of the query's best SESSIONS_QUERY_HITS hits (search's query syntax).
     query: str | None = None
     # The scope filters of search, over the sessions' recorded cwd and time span.
-    cwd: str | None = None
-    cwd_under: str | None = None
+    cwd: _Path | None = None
+    cwd_under: _Path | None = None
     since_ms: _INT64 | None = None  # sessions active at or after (their last entry)
     until_ms: _INT64 | None = None  # sessions started before (their first entry)
+
+    def __post_init__(self) -> None:
+        _check_paths(cwd=self.cwd, cwdUnder=self.cwd_under)
 
 
 class ReindexArgs(_Strict):
