@@ -565,4 +565,4 @@ def _search_request(a: wire.SearchArgs) -> SearchRequest:
         files=tuple(os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in f.files if p),
         file_mode=f.file_mode,
     )
-    return SearchRequest(a.query, filters, a.limit, a.offset)
+    return SearchRequest(a.query, filters, a.limit, a.offset, a.exact)

@@ -114,7 +114,9 @@ export interface Hit {
 	eventType: string;
 	evidence: Evidence;
 	isError: boolean;
+	matched?: string[] | null;
 	matchedFragments: number;
+	missing?: string[] | null;
 	role: string | null;
 	score: number;
 	selectionState: string;
@@ -122,6 +124,7 @@ export interface Hit {
 	sessionName: string | null;
 	snippet: string;
 	spans: [number, number][];
+	tier?: "exact" | "forms" | "partial" | "repaired";
 	timestamp: string | null;
 }
 
@@ -222,8 +225,14 @@ export interface Response {
 	warnings?: Notice[];
 }
 
+export interface Repair {
+	replacement: string;
+	word: string;
+}
+
 export interface SearchArgs {
 	query: string;
+	exact?: boolean;
 	filters?: SearchFilters;
 	includeOwnResults?: boolean;
 	limit?: number;
@@ -254,6 +263,8 @@ export interface SearchResult {
 	limit: number;
 	offset: number;
 	query: string;
+	relaxed?: boolean;
+	repairs?: Repair[];
 	scope?: SearchScope | null;
 }
 

@@ -145,6 +145,7 @@ class Client:
         caller: dict[str, Any] | None = None,
         wait: float | None = None,
         include_own_results: bool = False,
+        exact: bool = False,
     ) -> wire.SearchResult:
         try:
             typed = msgspec.convert(filters or {}, wire.SearchFilters)
@@ -157,6 +158,7 @@ class Client:
             offset=offset,
             wait_seconds=wait or None,
             include_own_results=include_own_results,
+            exact=exact,
         )
         result: wire.SearchResult = self.request("search", args, caller)
         return result

@@ -60,6 +60,7 @@ __all__ = [
     "RedactionStatus",
     "ReindexArgs",
     "ReindexResult",
+    "Repair",
     "Relationship",
     "Response",
     "ScanInfo",
@@ -255,6 +256,8 @@ class SearchArgs(_Strict):
     # Wait (at most MAX_WAIT_SECONDS) until the named sessions are fully ingested.
     wait_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
     include_own_results: bool = False
+    # Only the words as written, all of them: no word forms, repairs or partial matches.
+    exact: bool = False
 
 
 class ReadArgs(_Strict):
@@ -305,6 +308,9 @@ class HelloResult(Wire):
     capabilities: list[str]
 
 
+Tier = Literal["exact", "forms", "repaired", "partial"]
+
+
 class Evidence(Wire):
     fragment_id: str
     kind: str
@@ -328,10 +334,24 @@ class Hit(Wire):
     selection_state: str
     snippet: str
     spans: list[tuple[int, int]]  # [start, end) character offsets of the matches in `snippet`
+    # How the hit matched: every word as written (exact), every word by a word
+    # form or identifier part (forms), with a misspelled word repaired
+    # (repaired), or only some of the words (partial).
+    tier: Tier = "exact"
+    # Below exact: the query words this hit matched and the ones it misses.
+    matched: list[str] | None = None
+    missing: list[str] | None = None
 
 
 class SearchScope(Wire):
     roots: list[str] | None  # null: every session (the local CLI's --all)
+
+
+class Repair(Wire):
+    """A query word with no postings and the vocabulary word used instead ("did you mean")."""
+
+    word: str
+    replacement: str
 
 
 class SearchResult(Wire):
@@ -341,6 +361,8 @@ class SearchResult(Wire):
     has_more: bool
     hits: list[Hit]
     scope: SearchScope | None = None
+    repairs: list[Repair] = []
+    relaxed: bool = False  # some hits come from a tier below exact
 
 
 # -- results: read -----------------------------------------------------------------

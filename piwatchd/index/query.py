@@ -148,6 +148,7 @@ class SearchRequest:
     filters: SearchFilters = field(default_factory=SearchFilters)
     limit: int = 20
     offset: int = 0
+    exact: bool = False  # the exact tier only: no word forms, repairs or partial matches
 
 
 def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:

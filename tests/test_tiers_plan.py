@@ -1,0 +1,158 @@
+"""The pure parts of tiered search: identifier parts, repair candidates and
+choice, the partial probe's words, matched/missing labels."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from piwatchd.index.identifiers import camel_parts, identifier_parts, split_segment
+from piwatchd.index.query import Term, parse_query
+from piwatchd.index.tiers import (
+    STOP_WORDS,
+    choose_repair,
+    content_terms,
+    edit_distance,
+    edits1,
+    label,
+    partial_plan,
+    repair_distance,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "parts"),
+    [
+        ("loadSessionCache", ["load", "session", "cache"]),
+        ("LoadSessionCache", ["load", "session", "cache"]),
+        ("load_session_cache", ["load", "session", "cache"]),
+        ("load-session-cache", ["load", "session", "cache"]),
+        ("session.cache.load", ["session", "cache", "load"]),
+        ("src/session/cache.ts", ["src", "session", "cache", "ts"]),
+        ("HTTPServerError", ["http", "server", "error"]),
+        ("parseHTTPResponse2", ["parse", "http", "response2"]),
+        ("utf8Decode", ["utf8", "decode"]),
+        ("IOError", ["io", "error"]),
+        ("plain", ["plain"]),
+        ("ÉtatCivil", ["état", "civil"]),
+        ("__init__", ["init"]),
+    ],
+)
+def test_identifier_parts(name, parts):
+    assert identifier_parts(name) == parts
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("then loadSessionCache() failed", ["load", "session", "cache"]),
+        ("raised HTTPServerError twice", ["http", "server", "error"]),
+        # snake/kebab/paths already split by the word tokenizer: nothing to add
+        ("load_session_cache and my-kebab src/a/b.py", []),
+        ("Plain Sentence. Another One", []),
+        ("src/loadSession.ts and loadSession again", ["load", "session"]),
+        ("ÉtatCivil", ["état", "civil"]),
+        ("donnéeÉtat", []),  # case changes are found in ASCII only
+        ("donnéesBrutes", ["données", "brutes"]),
+        ("", []),
+    ],
+)
+def test_camel_parts(text, parts):
+    assert camel_parts(text) == parts
+
+
+_word = st.text(
+    st.sampled_from("abcdefghijklmnopqrstuvwxyz"), min_size=2, max_size=8
+)  # one-letter parts are ambiguous (aAA)
+
+
+@given(st.lists(_word, min_size=1, max_size=5))
+def test_camel_case_round_trip(words):
+    """A camelCase name made of lower-case words splits back into them, in
+    identifier_parts and, inside any text, in camel_parts."""
+    name = words[0] + "".join(w.capitalize() for w in words[1:])
+    assert identifier_parts(name) == words
+    assert identifier_parts("_".join(words)) == words
+    assert identifier_parts("-".join(w.upper() if i % 2 else w for i, w in enumerate(words))) == words
+    expected = list(dict.fromkeys(words)) if len(words) > 1 else []
+    assert camel_parts(f"x {name}() y") == expected
+
+
+@given(st.text(max_size=200))
+def test_splitting_never_fails_and_keeps_letters(text):
+    for part in camel_parts(text):
+        assert part
+    joined = "".join(split_segment(text)).lower()
+    assert joined == text.lower() or len(joined) == len(text.lower())
+
+
+@pytest.mark.parametrize(
+    ("word", "distance"),
+    [("abc", 0), ("abcd", 1), ("migraton", 2), ("seven77", 1), ("a-b-c-d", 0), ("x" * 33, 0)],
+)
+def test_repair_distance(word, distance):
+    assert repair_distance(word) == distance
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "d"),
+    [
+        ("migraton", "migration", 1),
+        ("migration", "migraiton", 1),  # a transposition costs 1
+        ("scirpt", "script", 1),
+        ("abcd", "abcd", 0),
+        ("kitten", "sitting", 3),
+        ("timeout", "tmieuot", 2),
+    ],
+)
+def test_edit_distance(a, b, d):
+    assert edit_distance(a, b, 5) == d
+    assert edit_distance(a, b, 1) == min(d, 2)
+
+
+@settings(max_examples=60)
+@given(st.text("abcdefgh", min_size=1, max_size=7))
+def test_edits1_are_exactly_distance_one(word):
+    neighbours = edits1(word)
+    assert word not in neighbours
+    assert all(edit_distance(word, n, 2) == 1 for n in neighbours)
+
+
+@pytest.mark.parametrize(
+    ("word", "vocabulary", "choice"),
+    [
+        ("migraton", {"migration": 5, "migrations": 9}, "migration"),  # closest first
+        ("scrpt", {"script": 2, "scrap": 40}, "script"),
+        ("scrpt", {"script": 1, "scripts": 3}, "script"),  # scripts is 2 away from a 5-letter word
+        ("deploi", {"deploy": 1, "deploys": 8}, "deploy"),  # a one-off is used when nothing else is close
+        ("deployd", {"deploy": 1, "deployed": 8}, "deployed"),  # df >= 2 first at equal distance
+        ("deployd", {"deploys": 3, "deployed": 8}, "deployed"),  # then the most frequent
+        ("configuraton", {"configurations": 4}, "configurations"),  # 2 edits for 8+ chars
+        ("abc", {"abd": 10}, None),  # too short to repair
+        ("tenant", {"tenant": 3}, None),
+    ],
+)
+def test_choose_repair(word, vocabulary, choice):
+    assert choose_repair(word, vocabulary) == choice
+
+
+def test_partial_plan_drops_stop_words_and_needs_two():
+    plan = partial_plan(parse_query("why did the migration script fail"))
+    assert plan is not None
+    assert [t.text for t in plan.terms] == ["migration", "script", "fail"]
+    assert plan.min_match == 2
+    two = partial_plan(parse_query("what is the cache eviction"))
+    assert two is not None and [t.text for t in two.terms] == ["cache", "eviction"] and two.min_match == 2
+    assert partial_plan(parse_query("why did the cache")) is None
+    assert partial_plan(parse_query("Cache cache CACHE")) is None  # one distinct word
+
+
+def test_content_terms_keep_phrases():
+    terms = [Term("the end", True), Term("the", False), Term("end", False)]
+    assert [t.text for t in content_terms(terms)] == ["the end", "end"]
+    assert "why" in STOP_WORDS and "fail" not in STOP_WORDS
+
+
+def test_label_in_query_order():
+    terms = parse_query("alpha beta gamma beta")
+    assert label(terms, {"gamma", "alpha"}) == (["alpha", "gamma"], ["beta"])
