@@ -163,14 +163,18 @@ def reconcile(
     roots: Iterable[str],
     *,
     progress: Callable[[IngestOutcome], None] | None = None,
+    planned: Callable[[int, int], None] | None = None,
 ) -> ReconcileSummary:
-    """Scan, then ingest everything the scan queued, newest first."""
+    """Scan, then ingest everything the scan queued, newest first. `planned`
+    hears the work the scan found (files, unread bytes) before it starts."""
     started = time.monotonic()
     roots = list(roots)
     guard = RemovalGuard(roots)
     ingestor = Ingestor(writer, may_remove=guard.may_remove)
     result = scan(writer.conn, roots, verify_all=True)
     summary = ReconcileSummary(roots_unavailable=result.roots_unavailable)
+    if planned:
+        planned(len(result.queue), sum(unread for _, _, unread in result.queue))
     for path, _mtime, _unread in result.queue:
         try:
             outcome = ingestor.ingest(path)
@@ -201,6 +205,7 @@ def index_once(
     db: str | os.PathLike | None = None,
     sessions: list[str] | None = None,
     progress: Callable[[IngestOutcome], None] | None = None,
+    planned: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Reconcile the index with the session files once, as the only writer
     (raises IndexBusy while piwatchd or another pass holds the index lock)."""
@@ -219,7 +224,7 @@ def index_once(
         writer = IndexWriter(conn)
         try:
             writer.repay_text_debt()
-            summary = reconcile(writer, roots, progress=progress)
+            summary = reconcile(writer, roots, progress=progress, planned=planned)
             writer.conn.execute("PRAGMA optimize")
         finally:
             writer.close()  # commits the text index

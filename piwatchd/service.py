@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from piwatch.rates import RateMeter
 
 from .commits import CommitSignal
 from .inbox import Inbox, Work
@@ -143,6 +144,7 @@ class Service:
         # Readers waiting for freshness wake on this after each file's commit.
         self.commits = commits or CommitSignal()
         self._clock = clock
+        self._rate = RateMeter()  # recent ingest bytes/s, for status's time left while catching up
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # the write connection is open
@@ -518,6 +520,9 @@ class Service:
         self.progress.files_ingested += 1
         self.progress.bytes_ingested += outcome.bytes_read
         self.progress.events_ingested += outcome.events
+        self._rate.add(self._clock(), self.progress.bytes_ingested)
+        # What the scan queued, less what is done: the time left of a catch-up is this over the rate.
+        self._backlog_bytes = max(0, self._backlog_bytes - outcome.bytes_read)
         if outcome.error:
             self._file_error(path, outcome.error)
             log.info("%s: %s (%s)", outcome.state, path, outcome.error)
@@ -605,6 +610,7 @@ class Service:
             "batches": p.batches,
             "backlog_files": len(self._backlog) + self.inbox.pending(),
             "backlog_bytes": self._backlog_bytes if self._backlog else 0,
+            "rate_bytes_per_s": self._rate.rate(self._clock()) if self._backlog else None,
             "scans": p.scans,
             "last_scan": p.last_scan,
             "startup_seconds": p.startup_seconds,

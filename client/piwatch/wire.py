@@ -609,6 +609,7 @@ class ServiceStatus(Wire):
     batches: int | None = None
     backlog_files: int | None = None
     backlog_bytes: int | None = None
+    rate_bytes_per_s: float | None = None  # recent ingest rate while there is a backlog (status: time left)
     scans: int | None = None
     last_scan: ScanInfo | None = None
     startup_seconds: float | None = None

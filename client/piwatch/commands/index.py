@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from ._progress import IndexProgress
+
 __all__ = ["add_parser", "run"]
 
 
@@ -33,19 +35,19 @@ def run(ns: argparse.Namespace) -> int:
     if missing:
         print(f"piwatch: no sessions directory at {missing[0]}", file=stderr)
         return 2
-    counter = {"n": 0}
-
-    def progress(outcome) -> None:
-        counter["n"] += 1
-        if not ns.quiet and not ns.json and stderr.isatty() and counter["n"] % 25 == 0:
-            print(f"\r{counter['n']} files…", end="", file=stderr, flush=True)
-        if outcome.error and not ns.quiet and not ns.json:
-            print(f"\n{outcome.state}: {outcome.path}: {outcome.error}", file=stderr)
+    mode = "off" if ns.quiet or ns.json else "bar" if stderr.isatty() else "lines"
 
     from piwatchd.indexfile import IndexBusy, NotAnIndex
 
     try:
-        summary = index_once(ns.db, ns.sessions, progress=progress)
+        with IndexProgress(stderr, mode=mode) as view:
+
+            def progress(outcome) -> None:
+                view.done(outcome.bytes_read)
+                if outcome.error and not ns.quiet and not ns.json:
+                    view.note(f"{outcome.state}: {outcome.path}: {outcome.error}")
+
+            summary = index_once(ns.db, ns.sessions, progress=progress, planned=view.planned)
     except IndexBusy as exc:
         print(f"piwatch: {exc}: piwatchd keeps it current (`piwatch reindex` re-reads everything)", file=stderr)
         return 1
@@ -57,8 +59,6 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(summary, indent=2))
     else:
-        if stderr.isatty() and not ns.quiet:
-            print("\r", end="", file=stderr)
         mb = summary["bytesRead"] / 1e6
         rate = mb / summary["seconds"] if summary["seconds"] else 0.0
         print(

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from ..rates import format_duration, format_rate, time_left
 from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 
 __all__ = ["add_parser", "run", "format_status", "run_summary"]
@@ -70,8 +71,13 @@ def format_status(st: StatusResult) -> str:
                 f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
                 "answers may be incomplete until it finishes"
             )
-        if st.bytes is not None and st.bytes.backlog > 0:
-            out.append(f"  indexing {_bar(st.bytes.ingested, st.bytes.ingested + st.bytes.backlog)}")
+        # Files the index has not met yet are in the service's backlog only, not in the index's bytes.
+        indexed = st.bytes.ingested if st.bytes is not None else 0
+        backlog = max(st.bytes.backlog if st.bytes is not None else 0, svc.backlog_bytes or 0)
+        if backlog > 0:
+            rate = svc.rate_bytes_per_s
+            pace = f", {format_rate(rate)}, {format_duration(time_left(backlog, rate))} left"
+            out.append(f"  indexing {_bar(indexed, indexed + backlog)}{pace}")
         if svc.index_problem:
             out.append(f"  UNHEALTHY {svc.index_problem}")
         for w in svc.warnings:
