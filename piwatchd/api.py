@@ -291,10 +291,14 @@ class Api:
             except QueryTimeout as exc:
                 raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
         result = msgspec.convert(raw, wire.SearchResult)
-        for hit in result.hits:  # recorded values repeat on every hit of a session: bounded
-            hit.session_name, hit.cwd = _short(hit.session_name), _short(hit.cwd)
+        vis.describe_sessions(result)
+        grouped = result.sessions or []
+        items: list[wire.Hit | wire.SessionHit] = [*result.hits, *grouped, *(s.evidence for s in grouped)]
+        for item in items:
+            # Recorded values repeat on every hit of a session: bounded.
+            item.session_name, item.cwd = _short(item.session_name), _short(item.cwd)
         result.scope = wire.SearchScope(roots=None if scope.roots is None else list(scope.roots))
-        req.sessions = [h.session_id for h in result.hits]
+        req.sessions = [h.session_id for h in result.hits] + [s.session_id for s in grouped]
         return result
 
     def _wait_for(
@@ -565,4 +569,4 @@ def _search_request(a: wire.SearchArgs) -> SearchRequest:
         files=tuple(os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in f.files if p),
         file_mode=f.file_mode,
     )
-    return SearchRequest(a.query, filters, a.limit, a.offset, a.exact)
+    return SearchRequest(a.query, filters, a.limit, a.offset, a.exact, a.group)

@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from piwatch import wire
 
 from .auth import CallerScope
 from .catalog import SessionRow, child_sessions, session_rows
+from .index.search import iso_time
 
-__all__ = ["NOT_FOUND_MESSAGE", "Visibility"]
+__all__ = ["NOT_FOUND_MESSAGE", "SessionView", "Visibility"]
 
 NOT_FOUND_MESSAGE = "no such event in the sessions this caller may see"
+
+
+class SessionView(NamedTuple):
+    name: str | None
+    first_ms: int | None
+    last_ms: int | None
 
 
 class Visibility:
@@ -105,6 +113,41 @@ class Visibility:
         if row is None or row.parent_session not in self._cutoff_parents():
             return None
         return self._ordinal_of_cutoff(session_id)
+
+    def session_view(self, session_id: str) -> SessionView | None:
+        """What the caller may see of a session's name and time span: all of
+        it, or for a capped session only what lies before the cap (a name
+        set at or after the cap is withheld). None when the session is hidden."""
+        row = self.session(session_id)
+        if row is None:
+            return None
+        cap = self.cap(session_id)
+        if cap is None:
+            return SessionView(row.name, row.first_ms, row.last_ms)
+        first, last = self.conn.execute(
+            "SELECT min(ts_ms), max(ts_ms) FROM events WHERE session_id=? AND ordinal < ?", (session_id, cap)
+        ).fetchone()
+        renamed_later = self.conn.execute(
+            "SELECT 1 FROM events WHERE session_id=? AND ordinal >= ? AND type='session_info' LIMIT 1",
+            (session_id, cap),
+        ).fetchone()
+        return SessionView(None if renamed_later else row.name, first, last)
+
+    def describe_sessions(self, result: wire.SearchResult) -> None:
+        """Name and time span of each session a search answer names, as far
+        as the caller may see them (a capped session's later name and events
+        are withheld from its hits and its session entry alike)."""
+        grouped = result.sessions or []
+        self.load([*(h.session_id for h in result.hits), *(s.session_id for s in grouped)])
+        if self.has_cutoff:
+            for hit in (*result.hits, *(s.evidence for s in grouped)):
+                if self.cap(hit.session_id) is not None and (view := self.session_view(hit.session_id)):
+                    hit.session_name = view.name
+        for item in grouped:
+            view = self.session_view(item.session_id)
+            if view is not None:
+                item.session_name = view.name
+                item.first_timestamp, item.last_timestamp = iso_time(view.first_ms), iso_time(view.last_ms)
 
     def search_caps(self) -> tuple[tuple[str, int], ...]:
         """Every cap a search must apply: the caller's session and its forks."""

@@ -289,7 +289,7 @@ def _locator_rules(prefix: str) -> dict:
 SEARCH_RULES = {
     "query": lambda v, o, r: json.dumps(v),
     "limit": lambda v, o, r: f"page size {v}",
-    "offset": lambda v, o, r: f"{v + 1}. session" if r["hits"] else None,
+    "offset": lambda v, o, r: f"{v + 1}. session" if r["hits"] or r.get("sessions") else None,
     "hasMore": lambda v, o, r: "(more available)" if v else None,
     "scope.roots": lambda v, o, r: ", ".join(v) if v else None,
     "hits[].sessionId": lambda v, o, r: f"session {v}",
@@ -309,6 +309,18 @@ SEARCH_RULES = {
     "hits[].selectionState": lambda v, o, r: f"context {v}",
     "hits[].snippet": lambda v, o, r: _marked(v, o["spans"]) or v,
     "hits[].spans": lambda v, o, r: _marked(o["snippet"], v),
+    # group "session"
+    "sessions[].sessionId": lambda v, o, r: f"session {v}",
+    "sessions[].sessionName": lambda v, o, r: f'session "{v}"',
+    "sessions[].cwd": lambda v, o, r: f"cwd {v}",
+    "sessions[].firstTimestamp": lambda v, o, r: f"from {v}",
+    "sessions[].lastTimestamp": lambda v, o, r: f"to {v}",
+    "sessions[].matchingEvents": lambda v, o, r: f"{v} matching event",
+    "groupedEvents": lambda v, o, r: f"best {v} matching event",
+    "groupingCapped": lambda v, o, r: "counts are lower bounds" if v else None,
+}
+SEARCH_RULES |= {
+    f"sessions[].evidence.{k[len('hits[].') :]}": rule for k, rule in SEARCH_RULES.items() if k.startswith("hits[].")
 }
 
 READ_RULES = {
@@ -404,6 +416,7 @@ TRACE_RULES = {
 NOT_SHOWN = {
     "search": {
         "hits[].score": "the order of the hits is the ranking; raw scores mean nothing across queries",
+        "sessions[].evidence.score": "as above: the order of the sessions is the ranking",
         "fts": "the engine's internal query string (older daemons only)",
     },
     "read": {
@@ -463,6 +476,8 @@ def formatted(world):
     calls = [
         ("search", {"query": "quarzite", "limit": 3}),
         ("search", {"query": "quarzite", "limit": 50, "offset": 1}),
+        ("search", {"query": "quarzite", "group": "session"}),
+        ("search", {"query": "quarzite", "group": "session", "limit": 1}),
         (
             "read",
             {"sessionId": world.seeded["sessions"]["branches"]["id"], "entryId": b["result"], "before": 2, "after": 2},
@@ -510,9 +525,10 @@ def test_every_search_field_is_in_the_text(formatted):
     seen = set()
     for op, r in formatted:
         if op == "search":
-            assert r["result"]["hits"]
+            assert r["result"]["hits"] or r["result"]["sessions"]
             seen |= check_fields(op, r["result"], r["text"])
     assert {"hits[].snippet", "hits[].evidence.toolName", "hits[].sessionName", "hasMore"} <= seen
+    assert {"sessions[].matchingEvents", "sessions[].evidence.snippet", "sessions[].lastTimestamp"} <= seen
 
 
 def test_every_read_field_is_in_the_text_in_both_orders(world, formatted):

@@ -22,6 +22,7 @@ import type {
 	ReadResult,
 	Relationship,
 	SearchResult,
+	SessionHit,
 	Target,
 	TraceResult,
 } from "./wire.ts";
@@ -134,19 +135,60 @@ function warningNotes(warnings: Notice[] | null | undefined): string[] {
 		.map((w) => (w && typeof w === "object" ? `warning: ${[w.code, w.path, w.message].filter(Boolean).join(" ")}` : `warning: ${str(w)}`));
 }
 
-function hitLines(h: Hit, n: number): string[] {
+/** A hit's lines; `lead` starts the first ("3. "), the others are indented to match. */
+function hitLines(h: Hit, lead: string): string[] {
 	const ev = h.evidence;
+	const pad = " ".repeat(lead.length);
 	const kind = ev?.kind ? `${ev.kind}${ev.toolName ? ` [${ev.toolName}]` : ""}` : eventLabel(h);
-	const lines = [`${n}. session ${str(h.sessionId)} · entry ${str(h.entryId)} · ${kind} · ${str(h.timestamp) || "time unknown"}`];
+	const lines = [`${lead}session ${str(h.sessionId)} · entry ${str(h.entryId)} · ${kind} · ${str(h.timestamp) || "time unknown"}`];
 	const matched = h.matchedFragments > 1 ? `${h.matchedFragments} parts matched, best: fragment ${str(ev?.fragmentId)}` : `fragment ${str(ev?.fragmentId)}`;
-	lines.push(`   ${[eventLabel(h), stateLine(h), matched].filter(Boolean).join(" · ")}`);
+	lines.push(`${pad}${[eventLabel(h), stateLine(h), matched].filter(Boolean).join(" · ")}`);
 	const place = [h.cwd ? `cwd ${h.cwd}` : "", h.sessionName ? `session "${short(str(h.sessionName), 80)}"` : ""].filter(Boolean).join(" · ");
-	if (place) lines.push(`   ${place}`);
-	lines.push(`   ${markSnippet(str(h.snippet), h.spans)}`);
+	if (place) lines.push(`${pad}${place}`);
+	lines.push(`${pad}${markSnippet(str(h.snippet), h.spans)}`);
 	return lines;
 }
 
+/** A session of a grouped search: what it is, when it ran, how much matched, and its strongest event. */
+function sessionLines(s: SessionHit, n: number, capped: boolean): string[] {
+	const name = s.sessionName ? `session "${short(str(s.sessionName), 80)}"` : "unnamed session";
+	const span = `from ${str(s.firstTimestamp) || "time unknown"} to ${str(s.lastTimestamp) || "time unknown"}`;
+	const events = `${plural(Number(s.matchingEvents), "matching event")}${capped ? " or more" : ""}`;
+	const head = [`${n}. session ${str(s.sessionId)}`, name, s.cwd ? `cwd ${s.cwd}` : "", span, events].filter(Boolean).join(" · ");
+	return [head, "   strongest event:", ...hitLines(s.evidence, "     ")];
+}
+
+function formatSessions(query: string, result: SearchResult, warnings: Notice[], freshness: Freshness | null | undefined): string {
+	const sessions = arr(result?.sessions);
+	const offset = Number(result?.offset ?? 0);
+	const capped = result?.groupingCapped === true;
+	const lines: string[] = [...catchUpNotes(warnings)];
+	const more = result?.hasMore ? " (more available)" : "";
+	lines.push(`event_search ${JSON.stringify(query)} by session: ${plural(sessions.length, "session")}${more} (page size ${str(result?.limit)}).`);
+	const grouped = `Grouped from the best ${plural(Number(result?.groupedEvents ?? 0), "matching event")}`;
+	lines.push(capped ? `${grouped}; more events matched, so counts are lower bounds and weaker sessions may be missing.` : `${grouped}.`);
+	const roots = result?.scope?.roots;
+	if (Array.isArray(roots) && roots.length) lines.push(`Searched the sessions of ${roots.join(", ")}.`);
+	lines.push(EVIDENCE_NOTE);
+	if (sessions.length) lines.push(`Matched terms are marked ${OPEN}like this${CLOSE}.`);
+	sessions.forEach((s, i) => {
+		lines.push("", ...sessionLines(s, offset + i + 1, capped));
+	});
+	lines.push("");
+	if (sessions.length) {
+		lines.push("Next: event_search with sessionId to see more of a session's matches; event_read {sessionId, entryId} for an event in full.");
+	} else if (stillIndexing(warnings)) {
+		lines.push("No hits so far, but the history is still being indexed (see the note above): search again shortly before concluding it is not there.");
+	} else {
+		lines.push('No hits in the sessions this project may see. Try other distinctive words (every word must occur), fewer words, a shorter "quoted phrase", or fewer filters.');
+	}
+	if (result?.hasMore) lines.push(`More sessions: repeat with offset=${offset + sessions.length}.`);
+	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));
+	return fitText(lines.join("\n"));
+}
+
 export function formatSearch(query: string, result: SearchResult, warnings: Notice[], freshness: Freshness | null | undefined): string {
+	if (Array.isArray(result?.sessions)) return formatSessions(query, result, warnings, freshness);
 	const hits = arr(result?.hits);
 	const offset = Number(result?.offset ?? 0);
 	const lines: string[] = [...catchUpNotes(warnings)];
@@ -157,7 +199,7 @@ export function formatSearch(query: string, result: SearchResult, warnings: Noti
 	lines.push(EVIDENCE_NOTE);
 	if (hits.length) lines.push(`Matched terms are marked ${OPEN}like this${CLOSE}.`);
 	hits.forEach((h, i) => {
-		lines.push("", ...hitLines(h, offset + i + 1));
+		lines.push("", ...hitLines(h, `${offset + i + 1}. `));
 	});
 	lines.push("");
 	if (hits.length) {

@@ -71,6 +71,13 @@ export const SEARCH_SCHEMA = {
 		selectionState: stringList("Whether the event reached the model's context: direct, summarized (compacted away), omitted, not-selected.", SELECTION_STATES),
 		cwdUnder: { type: "string", description: "Only sessions whose working directory is this absolute path or below it (still limited to this project)." },
 		includeOwnResults: { type: "boolean", description: "Also return earlier event_search/read/trace results (hidden by default to avoid echoes)." },
+		group: {
+			type: "string",
+			enum: ["event", "session"],
+			description:
+				"event (default): matching events. session: the earlier sessions that hold matches, ranked by their strongest event (shown as evidence, with how many events matched and when the session ran); " +
+				"answers which earlier sessions worked on something. limit and offset then count sessions.",
+		},
 	},
 	required: ["query"],
 	additionalProperties: false,
@@ -154,6 +161,7 @@ export function searchArgs(p: Params): SearchArgs {
 		filters,
 	};
 	if (p.includeOwnResults === true) args.includeOwnResults = true;
+	if (p.group === "session") args.group = "session";
 	// Named sessions may still be mid-ingest (the running one always is): let
 	// the daemon wait briefly until their files are indexed to the end.
 	if (filters.sessionId) args.waitSeconds = SESSION_WAIT_SECONDS;

@@ -234,6 +234,7 @@ export interface SearchArgs {
 	query: string;
 	exact?: boolean;
 	filters?: SearchFilters;
+	group?: "event" | "session";
 	includeOwnResults?: boolean;
 	limit?: number;
 	offset?: number;
@@ -258,6 +259,8 @@ export interface SearchFilters {
 }
 
 export interface SearchResult {
+	groupedEvents?: number | null;
+	groupingCapped?: boolean;
 	hasMore: boolean;
 	hits: Hit[];
 	limit: number;
@@ -266,6 +269,7 @@ export interface SearchResult {
 	relaxed?: boolean;
 	repairs?: Repair[];
 	scope?: SearchScope | null;
+	sessions?: SessionHit[] | null;
 }
 
 export interface SearchScope {
@@ -278,6 +282,16 @@ export interface SessionFreshness {
 	indexedBytes: number;
 	msSinceIngest: number | null;
 	sessionId: string;
+}
+
+export interface SessionHit {
+	cwd: string | null;
+	evidence: Hit;
+	firstTimestamp: string | null;
+	lastTimestamp: string | null;
+	matchingEvents: number;
+	sessionId: string;
+	sessionName: string | null;
 }
 
 export interface SessionInfo {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -146,6 +146,7 @@ class Client:
         wait: float | None = None,
         include_own_results: bool = False,
         exact: bool = False,
+        group: Literal["event", "session"] = "event",
     ) -> wire.SearchResult:
         try:
             typed = msgspec.convert(filters or {}, wire.SearchFilters)
@@ -159,6 +160,7 @@ class Client:
             wait_seconds=wait or None,
             include_own_results=include_own_results,
             exact=exact,
+            group=group,
         )
         result: wire.SearchResult = self.request("search", args, caller)
         return result

@@ -28,6 +28,7 @@ from .protocol import ErrorCode, ProtocolError
 
 __all__ = [
     "ARGS",
+    "GROUP_EVENTS_MAX",
     "MAX_QUOTE_CHARS",
     "RESULTS",
     "SCHEMA_PATH",
@@ -70,6 +71,7 @@ __all__ = [
     "SearchScope",
     "ServiceStatus",
     "SessionFreshness",
+    "SessionHit",
     "SessionInfo",
     "SessionItem",
     "SessionsArgs",
@@ -99,6 +101,8 @@ T = TypeVar("T")
 
 # Bounds shared by the daemon and its clients (the ops import them from here).
 MAX_LIMIT = 200
+# `group: "session"` groups at most this many best events (the bound on its cost).
+GROUP_EVENTS_MAX = 200
 MAX_OFFSET = 10_000
 MAX_SESSIONS_LIMIT = 500
 SESSIONS_QUERY_HITS = 1000  # `sessions` with a query: sessions among this many best hits
@@ -258,6 +262,8 @@ class SearchArgs(_Strict):
     include_own_results: bool = False
     # Only the words as written, all of them: no word forms, repairs or partial matches.
     exact: bool = False
+    # "session": the page is of sessions (`SearchResult.sessions`), each with its strongest event.
+    group: Literal["event", "session"] = "event"
 
 
 class ReadArgs(_Strict):
@@ -354,15 +360,34 @@ class Repair(Wire):
     replacement: str
 
 
+class SessionHit(Wire):
+    """A session in a `group: "session"` result: its strongest matching event
+    as evidence (exactly a hit), how many of the grouped events are its own,
+    and the session's time span (as far as the caller may see it)."""
+
+    session_id: str
+    session_name: str | None
+    cwd: str | None
+    first_timestamp: str | None
+    last_timestamp: str | None
+    matching_events: int
+    evidence: Hit
+
+
 class SearchResult(Wire):
     query: str
     limit: int
     offset: int
     has_more: bool
-    hits: list[Hit]
+    hits: list[Hit]  # empty when grouped by session
     scope: SearchScope | None = None
     repairs: list[Repair] = []
     relaxed: bool = False  # some hits come from a tier below exact
+    # group "session": the page of sessions, best first; `grouped_events` best events were grouped
+    # (at most GROUP_EVENTS_MAX; `grouping_capped`: more matched, so counts are lower bounds).
+    sessions: list[SessionHit] | None = None
+    grouped_events: int | None = None
+    grouping_capped: bool = False
 
 
 # -- results: read -----------------------------------------------------------------

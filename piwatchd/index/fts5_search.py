@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .hits import MARK_CLOSE, MARK_OPEN, Candidate, HitRow, page_rows, ranked_events
+from .hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
 from .query import (
     SearchRequest,
     build_candidates_sql,
@@ -153,10 +153,15 @@ def _matched_counts(
 
 
 def ranked_page(
-    conn: sqlite3.Connection, request: SearchRequest, need: int, deadline: float | None = None
+    conn: sqlite3.Connection,
+    request: SearchRequest,
+    need: int,
+    deadline: float | None = None,
+    chooser: Chooser | None = None,
 ) -> tuple[list[HitRow], dict[int, str]]:
     """Rows in the hit layout (offset applied, up to `need` - offset) and
-    FTS5's marked snippet per fragment rowid, for the first `limit` rows."""
+    FTS5's marked snippet per fragment rowid, for the chosen rows (default:
+    the first `limit`)."""
     expression = fts_expression(parse_query(request.query))
     ranked = _filter_first(conn, request, expression, need)
     if ranked is None:
@@ -168,8 +173,8 @@ def ranked_page(
         counts = _matched_counts(conn, request, expression, [c[2].event_rowid for c in page]) if page else {}
         rows = page_rows(page, counts)
     snippets: dict[int, str] = {}
-    if rows:
-        ids = [r.frag_rowid for r in rows[: request.limit]]
+    ids = [rows[i].frag_rowid for i in chosen_rows(chooser, [r.session_id for r in rows], request.limit)]
+    if ids:
         for rowid, snip in conn.execute(
             "SELECT rowid, snippet(fragments_fts, -1, ?, ?, '…', 24) FROM fragments_fts"
             f" WHERE fragments_fts MATCH ? AND rowid IN ({','.join('?' * len(ids))})",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .query import QueryTimeout, SearchFilters, build_candidates_sql
@@ -18,6 +19,8 @@ __all__ = [
     "make_snippet",
     "ranked_events",
     "page_rows",
+    "Chooser",
+    "chosen_rows",
     "MARK_OPEN",
     "MARK_CLOSE",
 ]
@@ -127,6 +130,15 @@ class HitRow(NamedTuple):
     cwd: str | None
     session_name: str | None
     matched: int
+
+
+# Which ranked rows of a page get snippets (and match counts), given the rows'
+# session ids in rank order; None: the first `limit` rows (a page of events).
+Chooser = Callable[[Sequence[str]], list[int]]
+
+
+def chosen_rows(chooser: Chooser | None, session_ids: Sequence[str], limit: int) -> list[int]:
+    return chooser(session_ids) if chooser is not None else list(range(min(limit, len(session_ids))))
 
 
 def sort_key(c: tuple) -> tuple:

@@ -149,6 +149,7 @@ class SearchRequest:
     limit: int = 20
     offset: int = 0
     exact: bool = False  # the exact tier only: no word forms, repairs or partial matches
+    group: str = "event"  # "session": limit and offset count sessions (index/grouping.py)
 
 
 def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:

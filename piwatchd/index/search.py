@@ -12,40 +12,89 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from . import fts5_search, text_search
-from .hits import SNIPPET_MAX_CHARS, HitRow, make_snippet, time_limit
+from .grouping import GROUP_EVENTS_MAX, SessionPager
+from .hits import SNIPPET_MAX_CHARS, Chooser, HitRow, make_snippet, time_limit
 from .query import QueryTimeout, SearchRequest, validate_page
 from .schema import DEFAULT_ENGINE, index_engine
 
-__all__ = ["search", "make_snippet", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
+__all__ = ["search", "make_snippet", "iso_time", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
 
-RankedPage = Callable[[sqlite3.Connection, SearchRequest, int, "float | None"], tuple[list[HitRow], dict[int, str]]]
+RankedPage = Callable[
+    [sqlite3.Connection, SearchRequest, int, "float | None", "Chooser | None"], tuple[list[HitRow], dict[int, str]]
+]
 ENGINES: dict[str, RankedPage] = {"tantivy": text_search.ranked_page, "fts5": fts5_search.ranked_page}
 
 
-def _iso(ms: int | None) -> str | None:
+def iso_time(ms: int | None) -> str | None:
+    """A timestamp in ms as the wire's ISO 8601 UTC text."""
     if ms is None:
         return None
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> dict[str, Any]:
-    """Return `{"hits": [...], "query": ..., "limit", "offset", "hasMore"}`."""
+    """Return `{"hits": [...], "query": ..., "limit", "offset", "hasMore"}`;
+    grouped by session, `hits` is empty and `sessions` holds the page."""
     expression = validate_page(request)
-    need = request.offset + request.limit + 1
     ranked_page = ENGINES[index_engine(conn) or DEFAULT_ENGINE]
     deadline = time.monotonic() + timeout if timeout else None
+    if request.group == "session":
+        return _grouped(conn, request, expression, ranked_page, deadline, timeout)
+    need = request.offset + request.limit + 1
     with time_limit(conn, timeout):
-        rows, snippets = ranked_page(conn, request, need, deadline)
-    return _result(request, expression, rows[: request.limit], snippets, len(rows) > request.limit)
+        rows, snippets = ranked_page(conn, request, need, deadline, None)
+    return _result(request, expression, _hits(rows[: request.limit], snippets), len(rows) > request.limit)
 
 
-def _result(
-    request: SearchRequest, expression: str, rows: list[HitRow], snippets: dict[int, str], has_more: bool
+def _grouped(
+    conn: sqlite3.Connection,
+    request: SearchRequest,
+    expression: str,
+    ranked_page: RankedPage,
+    deadline: float | None,
+    timeout: float | None,
 ) -> dict[str, Any]:
+    """One ranked scan of the best GROUP_EVENTS_MAX events (one more to learn
+    whether more matched), grouped by session; snippets for the evidence only."""
+    pager = SessionPager(request.offset, request.limit)
+    scan = replace(request, offset=0, limit=GROUP_EVENTS_MAX, group="event")
+    with time_limit(conn, timeout):
+        rows, snippets = ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
+    evidence = _hits([rows[g.evidence] for g in pager.page], snippets)
+    sessions = [
+        {
+            "sessionId": g.session_id,
+            "sessionName": hit["sessionName"],
+            "cwd": hit["cwd"],
+            # The session's span is the caller's to see: the api fills it (Visibility.describe_sessions).
+            "firstTimestamp": None,
+            "lastTimestamp": None,
+            "matchingEvents": g.matching_events,
+            "evidence": hit,
+        }
+        for g, hit in zip(pager.page, evidence, strict=True)
+    ]
+    result = _result(request, expression, [], pager.has_more)
+    return {**result, "sessions": sessions, "groupedEvents": pager.grouped, "groupingCapped": pager.capped}
+
+
+def _result(request: SearchRequest, expression: str, hits: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    return {
+        "query": request.query,
+        "fts": expression,
+        "limit": request.limit,
+        "offset": request.offset,
+        "hasMore": has_more,
+        "hits": hits,
+    }
+
+
+def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[dict[str, Any]]:
     hits = []
     for r in rows:
         text, spans = make_snippet(snippets.get(r.frag_rowid, ""))
@@ -55,7 +104,7 @@ def _result(
                 "entryId": r.entry_id,
                 "eventType": r.type,
                 "role": r.role,
-                "timestamp": _iso(r.ts_ms),
+                "timestamp": iso_time(r.ts_ms),
                 "cwd": r.cwd,
                 "sessionName": r.session_name,
                 "evidence": {"fragmentId": r.fragment_id, "kind": r.kind, "toolName": r.tool_name},
@@ -69,11 +118,4 @@ def _result(
                 "spans": spans,
             }
         )
-    return {
-        "query": request.query,
-        "fts": expression,
-        "limit": request.limit,
-        "offset": request.offset,
-        "hasMore": has_more,
-        "hits": hits,
-    }
+    return hits

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 
 from ..model import Fragment
-from .hits import MARK_CLOSE, MARK_OPEN, HitRow, page_rows, ranked_events
+from .hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
 from .query import QueryTimeout, SearchRequest, Term, parse_query
 from .source_events import project_rows
 from .tantivy_text import TantivyText, text_reader
@@ -132,14 +132,20 @@ def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], pa
 
 
 def ranked_page(
-    conn: sqlite3.Connection, request: SearchRequest, need: int, deadline: float | None = None
+    conn: sqlite3.Connection,
+    request: SearchRequest,
+    need: int,
+    deadline: float | None = None,
+    chooser: Chooser | None = None,
 ) -> tuple[list[HitRow], dict[int, str]]:
     """Rows in the hit layout of `piwatchd.index.search` (offset applied) and
-    marked snippet text per fragment rowid."""
+    marked snippet text per fragment rowid of the chosen rows (default: the
+    first `limit`)."""
     text = text_reader(conn)
     terms = parse_query(request.query)
     ranked, counts = _ranked(conn, text, request, terms, need, deadline)
     page = ranked[request.offset :]
+    chosen = [page[i] for i in chosen_rows(chooser, [c[2].session_id for c in page], request.limit)]
     if counts is None:
-        counts = _matched_counts(text, request, terms, page[: request.limit]) if page else {}
-    return page_rows(page, counts), _snippets(conn, text, terms, page[: request.limit])
+        counts = _matched_counts(text, request, terms, chosen) if chosen else {}
+    return page_rows(page, counts), _snippets(conn, text, terms, chosen)

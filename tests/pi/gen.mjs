@@ -11,7 +11,8 @@
 //   node gen.mjs texts     --out DIR --pi VERSION --spec FILE
 //     FILE: {"sessions": [{"cwd": "/work/proj", "items": [{"role": "user"|"assistant"|"tool"|"bash", "text": "...",
 //            "command": "..." (bash), "tool": "bash" (tool: an assistant call + its result), "args": {...} (tool)}]}]}
-//     Optional: session "name" (a session_info entry after the first item), tool "say" (assistant text
+//     Optional: session "name" (a session_info entry after the first item), role "name" (a session_info
+//     entry holding text, wherever it stands), tool "say" (assistant text
 //     before the call), tool "isError", bash "exitCode".
 //     Writes each item as Pi would (user / assistant text / tool call + toolResult / bashExecution);
 //     the manifest lists each file with the entry id of every item (tool items: the result's id) and
@@ -1806,6 +1807,7 @@ async function runTexts(pi, opts) {
 			let callId = null;
 			if (item.role === "user") ids.push(sm.appendMessage(Msg.user(item.text, clock.next())));
 			else if (item.role === "assistant") ids.push(sm.appendMessage(Msg.assistant([Msg.text(item.text)], clock.next())));
+			else if (item.role === "name") ids.push(sm.appendSessionInfo(item.text));
 			else if (item.role === "bash") ids.push(sm.appendMessage(Msg.bash(item.command ?? "env", item.text, clock.next(), { exitCode: item.exitCode })));
 			else if (item.role === "tool") {
 				const call = Msg.toolCall(toolId(), item.tool ?? "bash", item.args ?? { command: "cat .env" });

@@ -1,4 +1,5 @@
-"""`piwatch search`: ranked event hits with marked snippets."""
+"""`piwatch search`: ranked event hits with marked snippets, or (`--sessions`)
+the sessions they belong to, each with its strongest event as evidence."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ..colour import COLOR_CHOICES, highlight, use_colour
 from ..timeparse import parse_time
 from ._common import add_scope_args, run_op
 
-__all__ = ["add_parser", "run", "search_args", "print_hits"]
+__all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions"]
 
 
 def add_parser(sub) -> None:
@@ -27,6 +28,14 @@ def add_parser(sub) -> None:
         help="highlight matches: auto (on a terminal, unless NO_COLOR is set), always, never",
     )
     add_scope_args(p_search)
+    p_search.add_argument(
+        "--sessions",
+        dest="group",
+        action="store_const",
+        const="session",
+        default="event",
+        help="sessions as results: ranked by their strongest event, shown as evidence (limit/offset count sessions)",
+    )
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
     p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
@@ -87,6 +96,7 @@ def search_args(ns: argparse.Namespace) -> dict[str, Any]:
         "filters": {k: v for k, v in filters.items() if v is not None},
         "limit": ns.limit,
         "offset": ns.offset,
+        **({"group": ns.group} if ns.group != "event" else {}),
     }
 
 
@@ -101,22 +111,51 @@ def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
         print(f"no hits{where}", file=out)
         return
     for n, hit in enumerate(hits, start=result["offset"] + 1):
-        ev = hit["evidence"]
-        when = (hit["timestamp"] or "?")[:19].replace("T", " ")
-        tool = f" tool={ev['toolName']}" if ev.get("toolName") else ""
-        err = " ERROR" if hit["isError"] else ""
-        state = f"  [{hit['branchState']}, {hit['selectionState']}]"
-        print(f"{n}. {when}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
-        print(f"   session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
-        print(f"   {highlight(hit['snippet'], hit['spans'], colour)}", file=out)
+        _print_hit(f"{n}. ", hit, out, colour)
     if result.get("hasMore"):
         print(f"(more: --offset {result['offset'] + len(hits)})", file=out)
+
+
+def _when(ts: str | None) -> str:
+    return (ts or "?")[:19].replace("T", " ")
+
+
+def _print_hit(lead: str, hit: dict[str, Any], out, colour: bool) -> None:
+    ev = hit["evidence"]
+    tool = f" tool={ev['toolName']}" if ev.get("toolName") else ""
+    err = " ERROR" if hit["isError"] else ""
+    state = f"  [{hit['branchState']}, {hit['selectionState']}]"
+    pad = " " * len(lead)
+    print(f"{lead}{_when(hit['timestamp'])}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
+    print(f"{pad}session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
+    print(f"{pad}{highlight(hit['snippet'], hit['spans'], colour)}", file=out)
+
+
+def print_sessions(result: dict[str, Any], out, colour: bool | None = None) -> None:
+    """Sessions as text (`--sessions`), each with its strongest event as evidence."""
+    if colour is None:
+        colour = use_colour("auto", out, os.environ)
+    sessions = result.get("sessions") or []
+    if not sessions:
+        print_hits(result, out, colour)  # the same "no hits" line
+        return
+    more = "+" if result.get("groupingCapped") else ""
+    for n, s in enumerate(sessions, start=result["offset"] + 1):
+        name = f'"{s["sessionName"]}"' if s.get("sessionName") else "(unnamed)"
+        span = f"{_when(s['firstTimestamp'])} .. {_when(s['lastTimestamp'])}"
+        events = f"{s['matchingEvents']}{more} matching event{'' if s['matchingEvents'] == 1 else 's'}"
+        print(f"{n}. session {s['sessionId']}  {name}  {s['cwd'] or '?'}", file=out)
+        print(f"   {span}  {events}; strongest:", file=out)
+        _print_hit("     ", s["evidence"], out, colour)
+    if result.get("groupingCapped"):
+        print(f"(grouped the best {result['groupedEvents']} matching events; more matched)", file=out)
+    if result.get("hasMore"):
+        print(f"(more sessions: --offset {result['offset'] + len(sessions)})", file=out)
 
 
 def run(ns: argparse.Namespace) -> int:
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    return run_op(
-        ns, "search", args, lambda result, out: print_hits(result, out, use_colour(ns.color, out, os.environ))
-    )
+    printer = print_sessions if ns.group == "session" else print_hits
+    return run_op(ns, "search", args, lambda result, out: printer(result, out, use_colour(ns.color, out, os.environ)))
