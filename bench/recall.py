@@ -37,7 +37,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from piwatch import wire
 from piwatch.client import Client
 
 from bench.ingest import CACHE, OUT, REPO, corpus, parse_bytes, pct
@@ -129,6 +128,7 @@ def run_facts(client: Client, records: list[dict[str, Any]]) -> list[dict[str, A
                     "tier": tier_of(hits[rank - 1]) if rank else None,
                     "topTier": tier_of(hits[0]) if hits else None,
                     "repairs": [[r.word, r.replacement] for r in getattr(result, "repairs", None) or []],
+                    "relaxed": bool(getattr(result, "relaxed", False)),
                     "ms": round(ms, 3),
                 }
             )
@@ -138,9 +138,18 @@ def run_facts(client: Client, records: list[dict[str, Any]]) -> list[dict[str, A
 def run_negatives(client: Client, negatives: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for neg in negatives:
-        hits, ms, _ = ask(client, neg["query"], neg["cwd"])
+        hits, ms, result = ask(client, neg["query"], neg["cwd"])
         tiers = Counter(tier_of(h) for h in hits)
-        rows.append({"query": neg["query"], "cwd": neg["cwd"], "hits": len(hits), "tiers": dict(tiers), "ms": ms})
+        rows.append(
+            {
+                "query": neg["query"],
+                "cwd": neg["cwd"],
+                "hits": len(hits),
+                "tiers": dict(tiers),
+                "relaxed": bool(getattr(result, "relaxed", False)),
+                "ms": ms,
+            }
+        )
     return rows
 
 
@@ -181,7 +190,9 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         "",
         f"`python -m bench.recall {' '.join(argv)}`, main at `{report['commit']}`: each fact asked by its "
         "project's workspace caller over the daemon's socket; found = the fact's event in the top "
-        f"{K}. Tiers as labelled by `hit.tier`" + ("" if report["tiered"] else " (this build has no tiers)") + ".",
+        f"{K}. Tiers as labelled by `hit.tier`"
+        + ("" if report["tiered"] else " (no tier below exact answered any query: this build has none)")
+        + ".",
         "",
         "| shape | queries | found@1 | found@10 | no hits | found by tier | p50 / p99 ms |",
         "|---|---|---|---|---|---|---|",
@@ -240,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "engine": ns.engine,
         "commit": commit.stdout.strip(),
-        "tiered": "tier" in wire.Hit.__struct_fields__,
+        # Whether any tier below exact answered (a build without tiers labels every hit exact).
+        "tiered": any(r["relaxed"] or r.get("tier") not in (None, "exact") for r in [*res["rows"], *res["negatives"]]),
         "corpus": {
             "files": m["fileCount"],
             "bytes": m["totalBytes"],
