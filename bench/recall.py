@@ -15,8 +15,10 @@ question with extra words, and one typo. A query finds the fact when the
 fact's event is among the top 10 hits. Reported per shape: found@1,
 found@10, the share with no hits at all, the tier that found the fact
 (`hit.tier`: exact, forms, repaired, partial; indexes without tiers report
-every hit as exact) and the latency. 20 negative questions about things never
-said count the hits labelled exact or forms (the goal is 0).
+every hit as exact) and the latency; and whether the same query with
+`group: "session"` puts the fact's session among the top 3 sessions. 20
+negative questions about things never said count the hits labelled exact or
+forms (the goal is 0).
 
 Writes bench/out/recall-<bytes>-<engine>.md and .json. `--bytes` sizes the
 background corpus (default 20M, bench/ingest.py's many-small shape, cached
@@ -130,9 +132,18 @@ def run_facts(client: Client, records: list[dict[str, Any]]) -> list[dict[str, A
                     "repairs": [[r.word, r.replacement] for r in getattr(result, "repairs", None) or []],
                     "relaxed": bool(getattr(result, "relaxed", False)),
                     "ms": round(ms, 3),
+                    "sessionRank": session_rank(client, query, rec),
                 }
             )
     return rows
+
+
+def session_rank(client: Client, query: str, rec: dict[str, Any]) -> int | None:
+    """Where the fact's session ranks when the same question asks for sessions
+    (`group: "session"`, top 3): "which earlier session worked on this?"."""
+    result = client.search(query, limit=3, caller={"cwd": rec["cwd"]}, group="session")
+    ids = [s.session_id for s in result.sessions or []]
+    return ids.index(rec["sessionId"]) + 1 if rec["sessionId"] in ids else None
 
 
 def run_negatives(client: Client, negatives: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -166,6 +177,7 @@ def summarize(rows: list[dict[str, Any]], negatives: list[dict[str, Any]]) -> di
             "foundAt1": round(sum(r["rank"] == 1 for r in sel) / n, 3),
             "foundAt10": round(sum(r["rank"] is not None for r in sel) / n, 3),
             "noHits": round(sum(r["hits"] == 0 for r in sel) / n, 3),
+            "sessionAt3": round(sum(r["sessionRank"] is not None for r in sel) / n, 3),
             "foundBy": dict(Counter(r["tier"] for r in sel if r["tier"])),
             "p50ms": round(pct(ms, 50), 2),
             "p99ms": round(pct(ms, 99), 2),
@@ -194,14 +206,15 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         + ("" if report["tiered"] else " (no tier below exact answered any query: this build has none)")
         + ".",
         "",
-        "| shape | queries | found@1 | found@10 | no hits | found by tier | p50 / p99 ms |",
-        "|---|---|---|---|---|---|---|",
+        "| shape | queries | found@1 | found@10 | no hits | found by tier | its session in the top 3 sessions "
+        "| p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for shape, s in report["summary"]["shapes"].items():
         by = ", ".join(f"{t} {s['foundBy'][t]}" for t in TIERS if t in s["foundBy"]) or "-"
         lines.append(
             f"| {shape} | {s['n']} | {s['foundAt1']:.0%} | {s['foundAt10']:.0%} | {s['noHits']:.0%} | {by} "
-            f"| {s['p50ms']} / {s['p99ms']} |"
+            f"| {s['sessionAt3']:.0%} | {s['p50ms']} / {s['p99ms']} |"
         )
     neg = report["summary"]["negatives"]
     by = ", ".join(f"{t} {n}" for t, n in neg["hitsByTier"].items()) or "none"
