@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import jsonl, msg, v3_header
 from hypothesis import given, strategies as st
-from piwatch.colour import MATCH, RESET, highlight, use_colour, visible_controls
+from piwatch.colour import ESCAPED, ESCAPED_END, MATCH, RESET, SafeText, highlight, use_colour, visible_controls
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -52,19 +52,55 @@ def test_highlight_marks_each_span_and_nothing_when_off():
     assert highlight("ab", [[1, 5], [2, 1], [0, 0]], True) == "ab"  # out of range, reversed, empty: ignored
 
 
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("title \x1b]0;pwned\x07", "title \\x1b]0;pwned\\x07"),  # set the window title
+        ("\x1b[2J\x1b[H", "\\x1b[2J\\x1b[H"),  # clear the screen, cursor home
+        ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "\\x1b]8;;http://x\\x1b\\link\\x1b]8;;\\x1b\\"),  # OSC 8
+        ("c1 \x9b2J and \x9d", "c1 \\u009b2J and \\u009d"),  # C1 CSI and OSC, one character each
+        ("bs\x08\x08 cr\rdel\x7f nul\x00", "bs\\x08\\x08 cr\\x0ddel\\x7f nul\\x00"),
+        ("tab\there\nline ünïcode", "tab\there\nline ünïcode"),  # kept as they are
+    ],
+)
+def test_control_characters_are_shown_escaped(raw, shown):
+    assert visible_controls(raw) == shown
+    assert highlight(raw, [], False) == shown  # colour off: escaped, no markers
+    coloured = visible_controls(raw, True)
+    assert coloured.replace(ESCAPED, "").replace(ESCAPED_END, "") == shown
+
+
 def test_control_characters_never_reach_the_terminal_raw():
     evil = "ok \x1b]0;pwned\x07 \x1b[2J done\x9b"
     shown = highlight(evil, [[0, 2]], True)
     assert not ANSI.sub("", shown).count("\x1b") and "\x07" not in shown and "\x9b" not in shown
-    assert "\\x1b]0;pwned\\x07" in shown
-    assert visible_controls("tab\there\nline") == "tab\there\nline"
+    assert ANSI.sub("", shown) == "ok \\x1b]0;pwned\\x07 \\x1b[2J done\\u009b"
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+
+@given(st.text(max_size=60), st.booleans())
+def test_safe_text_escapes_everything_written_but_its_raw_parts(text, colour):
+    sink = Sink()
+    out = SafeText(sink, colour)  # type: ignore[arg-type]
+    print(text, file=out)
+    out.raw(MATCH + "x" + RESET)
+    written = "".join(sink.parts)
+    assert ANSI.sub("", written) == visible_controls(text) + "\nx"
 
 
 @given(st.text(max_size=60), st.lists(st.tuples(st.integers(0, 70), st.integers(0, 70)), max_size=6))
 def test_colour_only_adds_escapes(text, spans):
     plain = visible_controls(text)
     assert ANSI.sub("", highlight(text, spans, True)) == plain
-    assert highlight(text, spans, False) == text
+    assert highlight(text, spans, False) == plain
     valid = [(a, b) for a, b in spans if 0 <= a < b <= len(text)]
     assert highlight(text, spans, True).count(MATCH) <= len(valid)
 

@@ -7,9 +7,13 @@ overrides the guess; `NO_COLOR` (https://no-color.org) turns the automatic
 colour off; `TERM=dumb` does too. An explicit `--color always` wins over both,
 as in rg.
 
-Text from session files is untrusted: with colour on it goes to a terminal, so
-control characters in it are shown as visible escapes (`\\x1b`), never sent
-raw where they could move the cursor or retitle the window.
+Text from session files is untrusted: on a terminal or piped (a pipe often
+ends on a terminal: `| less -R`, `| tail`), with colour on or off, control
+characters in it are shown as visible escapes (`\\x1b`, `\\u009b`), never sent
+raw where they could move the cursor, clear the screen, retitle the window or
+hide a link. Human output is written through `SafeText`, which escapes
+everything but the colour codes this module adds itself; with colour on the
+escapes are shown in reverse video so they stand out.
 """
 
 from __future__ import annotations
@@ -18,11 +22,24 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TextIO
 
-__all__ = ["COLOR_CHOICES", "MATCH", "RESET", "use_colour", "highlight", "visible_controls"]
+__all__ = [
+    "COLOR_CHOICES",
+    "ESCAPED",
+    "ESCAPED_END",
+    "MATCH",
+    "RESET",
+    "SafeText",
+    "highlight",
+    "use_colour",
+    "visible_controls",
+    "write_raw",
+]
 
 COLOR_CHOICES = ("auto", "always", "never")
 MATCH = "\x1b[1;31m"  # bold red, rg's colour for matches
 RESET = "\x1b[0m"
+ESCAPED = "\x1b[7m"  # reverse video around a shown escape (colour on); does not end a match colour
+ESCAPED_END = "\x1b[27m"
 # C0 controls except tab and newline, DEL, and C1 controls.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -39,17 +56,26 @@ def use_colour(mode: str, stream: TextIO, env: Mapping[str, str]) -> bool:
     return bool(isatty and isatty())
 
 
-def visible_controls(text: str) -> str:
-    """`text` with control characters written as `\\xNN` escapes."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"  # C1 as JSON and Python write it
+
+
+def visible_controls(text: str, colour: bool = False) -> str:
+    """`text` with control characters (not tab or newline) written as `\\xNN`
+    (C0, DEL) or `\\u00NN` (C1) escapes; in reverse video when `colour`."""
+    if colour:
+        return _CONTROLS.sub(lambda m: ESCAPED + _escape(m.group()) + ESCAPED_END, text)
+    return _CONTROLS.sub(lambda m: _escape(m.group()), text)
 
 
 def highlight(text: str, spans: Iterable[Iterable[int]], colour: bool) -> str:
-    """`text` with the `[start, end)` character spans in the match colour, or
-    `text` unchanged (no markers) when `colour` is off. Spans that are out of
-    range, empty or overlap an earlier one are ignored."""
+    """`text` with control characters escaped and, when `colour`, the
+    `[start, end)` character spans in the match colour (no markers at all
+    when off). Spans that are out of range, empty or overlap an earlier one
+    are ignored."""
     if not colour:
-        return text
+        return visible_controls(text)
     out, pos = [], 0
     for span in sorted(tuple(s) for s in spans):
         if len(span) != 2:
@@ -57,7 +83,36 @@ def highlight(text: str, spans: Iterable[Iterable[int]], colour: bool) -> str:
         start, end = span
         if not (pos <= start < end <= len(text)):
             continue
-        out += [visible_controls(text[pos:start]), MATCH, visible_controls(text[start:end]), RESET]
+        out += [visible_controls(text[pos:start], True), MATCH, visible_controls(text[start:end], True), RESET]
         pos = end
-    out.append(visible_controls(text[pos:]))
+    out.append(visible_controls(text[pos:], True))
     return "".join(out)
+
+
+class SafeText:
+    """A text stream for human output: everything written is escaped with
+    `visible_controls`, except what goes through `raw` (text this program
+    escaped itself, with its own colour codes). `print(..., file=SafeText(...))`
+    works as with the stream it wraps."""
+
+    def __init__(self, stream: TextIO, colour: bool) -> None:
+        self.stream = stream
+        self.colour = colour
+
+    def write(self, text: str) -> int:
+        return self.stream.write(visible_controls(text, self.colour))
+
+    def raw(self, text: str) -> int:
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
+def write_raw(out: TextIO | SafeText, text: str) -> None:
+    """Write already-escaped `text` (say, from `highlight`) as it is: through
+    `SafeText.raw`, or to a plain stream."""
+    (out.raw if isinstance(out, SafeText) else out.write)(text)

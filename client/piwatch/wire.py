@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -813,9 +814,16 @@ def to_builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+# DEL and C1 controls: JSON may carry them raw, but printed raw a U+009B is a CSI on many terminals.
+_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
 def to_json(value: Any, *, indent: int = 2) -> str:
-    """Pretty JSON of any wire value, camelCase, as `--json` prints it."""
-    return json.dumps(to_builtins(value), indent=indent, ensure_ascii=False)
+    """Pretty JSON of any wire value, camelCase, as `--json` prints it: the
+    exact text, with every control character JSON-escaped (`\\u001b`,
+    `\\u009b`), so the output is safe on a terminal and decodes to the same values."""
+    text = json.dumps(to_builtins(value), indent=indent, ensure_ascii=False)
+    return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 SCHEMA_PATH = Path(__file__).with_name("wire_schema.json")

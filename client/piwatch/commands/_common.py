@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
+__all__ = ["add_colour_arg", "add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
 
 
 class CommandFailed(Exception):
@@ -29,6 +29,19 @@ def add_scope_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="every indexed session, not only this workspace's")
     p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
     p.add_argument("--wait", type=float, metavar="SEC", help="wait up to SEC for the named session to be fully indexed")
+
+
+def add_colour_arg(p: argparse.ArgumentParser, what: str = "escaped control characters") -> None:
+    from ..colour import COLOR_CHOICES
+
+    p.add_argument(
+        "--color",
+        "--colour",
+        dest="color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help=f"colour {what}: auto (on a terminal, unless NO_COLOR is set), always, never",
+    )
 
 
 def caller_from(ns: argparse.Namespace) -> dict[str, Any]:
@@ -63,6 +76,8 @@ def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> tuple[Any, li
     file through the same api (`LocalTransport`), with the same authorization."""
     from piwatch.client import Client, DaemonNotRunning, LocalTransport, PiwatchError
 
+    from ..colour import visible_controls
+
     caller = caller_from(ns)
     try:
         client = Client(transport=LocalTransport(_db_path(ns.db))) if ns.db else Client(getattr(ns, "socket", None))
@@ -77,7 +92,7 @@ def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> tuple[Any, li
         raise _failed(exc) from None
     for warning in client.last_warnings:
         if warning.code == "indexing":
-            print(f"piwatch: {warning.message}", file=sys.stderr)  # one line: the answer may be incomplete
+            print(f"piwatch: {visible_controls(warning.message)}", file=sys.stderr)  # the answer may be incomplete
     return result, client.last_warnings
 
 
@@ -88,16 +103,22 @@ def run_op(
     show: Callable[[Any, Any], None],
     exit_code: Callable[[Any], int] = lambda result: 0,
 ) -> int:
-    """Call `op`, then print its result as JSON (`--json`) or with `show`."""
+    """Call `op`, then print its result as JSON (`--json`) or with `show`.
+
+    Human output goes through `SafeText`: session text (snippets, content,
+    names, cwds, previews, tool names) may hold terminal escape sequences,
+    and none reaches the terminal raw, piped or not, colour on or off."""
+    from ..colour import SafeText, use_colour, visible_controls
+
     try:
         result, warnings = call(ns, op, args)
     except CommandFailed as exc:
-        print(f"piwatch: {exc}", file=sys.stderr)
+        print(f"piwatch: {visible_controls(str(exc))}", file=sys.stderr)
         return exc.exit_code
     if ns.json:
         from piwatch.wire import to_builtins, to_json
 
         print(to_json({**to_builtins(result), "warnings": to_builtins(warnings)}))
     else:
-        show(result, sys.stdout)
+        show(result, SafeText(sys.stdout, use_colour(getattr(ns, "color", "auto"), sys.stdout, os.environ)))
     return exit_code(result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import add_scope_args, run_op
+from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "read_args", "print_read"]
 
@@ -33,6 +33,7 @@ def add_parser(sub) -> None:
     )
     add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_colour_arg(p)
 
 
 def read_args(ns: argparse.Namespace) -> dict[str, Any]:

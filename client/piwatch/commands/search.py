@@ -7,9 +7,9 @@ import argparse
 import os
 from typing import Any
 
-from ..colour import COLOR_CHOICES, highlight, use_colour
+from ..colour import SafeText, highlight, use_colour, write_raw
 from ..timeparse import parse_time
-from ._common import add_scope_args, run_op
+from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions"]
 
@@ -19,14 +19,7 @@ def add_parser(sub) -> None:
     p_search.set_defaults(run=run)
     p_search.add_argument("query", nargs="+", help="plain terms and quoted phrases; FTS syntax is treated as text")
     p_search.add_argument("--json", action="store_true", help="print the result as JSON")
-    p_search.add_argument(
-        "--color",
-        "--colour",
-        dest="color",
-        choices=COLOR_CHOICES,
-        default="auto",
-        help="highlight matches: auto (on a terminal, unless NO_COLOR is set), always, never",
-    )
+    add_colour_arg(p_search, "matches and escaped control characters")
     add_scope_args(p_search)
     p_search.add_argument(
         "--sessions",
@@ -101,9 +94,11 @@ def search_args(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
-    """Hits as text; matches in colour when `colour` (default: `--color auto` for `out`)."""
+    """Hits as text; matches in colour when `colour` (default: `out`'s colour
+    when it is a `SafeText`, else `--color auto` for `out`). Session text is
+    written escaped (`highlight`, `SafeText`)."""
     if colour is None:
-        colour = use_colour("auto", out, os.environ)
+        colour = out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
     hits = result["hits"]
     if not hits:
         roots = (result.get("scope") or {}).get("roots")
@@ -128,13 +123,13 @@ def _print_hit(lead: str, hit: dict[str, Any], out, colour: bool) -> None:
     pad = " " * len(lead)
     print(f"{lead}{_when(hit['timestamp'])}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
     print(f"{pad}session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
-    print(f"{pad}{highlight(hit['snippet'], hit['spans'], colour)}", file=out)
+    write_raw(out, f"{pad}{highlight(hit['snippet'], hit['spans'], colour)}\n")
 
 
 def print_sessions(result: dict[str, Any], out, colour: bool | None = None) -> None:
     """Sessions as text (`--sessions`), each with its strongest event as evidence."""
     if colour is None:
-        colour = use_colour("auto", out, os.environ)
+        colour = out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
     sessions = result.get("sessions") or []
     if not sessions:
         print_hits(result, out, colour)  # the same "no hits" line
@@ -157,5 +152,4 @@ def run(ns: argparse.Namespace) -> int:
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    printer = print_sessions if ns.group == "session" else print_hits
-    return run_op(ns, "search", args, lambda result, out: printer(result, out, use_colour(ns.color, out, os.environ)))
+    return run_op(ns, "search", args, print_sessions if ns.group == "session" else print_hits)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..timeparse import parse_time
-from ._common import add_scope_args, run_op
+from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "sessions_args", "print_sessions"]
 
@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--limit", type=int, default=50, help="sessions to list (1-500, default 50)")
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_colour_arg(p)
     add_scope_args(p)
     p.add_argument("--cwd", metavar="PATH", help="only sessions whose recorded cwd is exactly PATH")
     p.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")

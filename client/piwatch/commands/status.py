@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from ..colour import visible_controls
 from ..rates import format_duration, format_rate, time_left
 from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 
@@ -148,7 +149,7 @@ def run(ns: argparse.Namespace) -> int:
             why = f": {st.index_error}" if st is not None else ""
             print(f"piwatch: no usable index at {ns.db}{why}", file=sys.stderr)
             return 1
-        print(to_json(st) if ns.json else format_status(st))
+        print(to_json(st) if ns.json else visible_controls(format_status(st)))
         return 2 if st.service is not None and st.service.errors else 0
     try:
         with Client(ns.socket, timeout=5.0) as client:
@@ -164,7 +165,7 @@ def run(ns: argparse.Namespace) -> int:
             print(f"piwatchd is not running ({exc})")
             if local is not None:
                 print("last recorded state of the index file:")
-                print(format_status(local))
+                print(visible_controls(format_status(local)))
         return 1
     except PiwatchError as exc:
         print(f"piwatch: piwatchd is running but not answering properly: {exc}", file=sys.stderr)
@@ -178,5 +179,5 @@ def run(ns: argparse.Namespace) -> int:
         print(
             f"piwatchd {hello.version} running, pid {hello.pid}, up {service.uptime_seconds} s, socket {service.socket}"
         )
-        print(format_status(st))
+        print(visible_controls(format_status(st)))  # paths and diagnostics quote session files
     return 2 if _unhealthy(st) else 0

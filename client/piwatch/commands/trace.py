@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import add_scope_args, run_op
+from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "print_trace"]
 
@@ -18,6 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("entry", metavar="ENTRY", help="entry id")
     add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_colour_arg(p)
 
 
 def _node(n: dict[str, Any] | None) -> str:
