@@ -61,6 +61,7 @@ def evil_session() -> bytes:
 
 COMMANDS = {
     "search": ["search", "quokka"],
+    "search-sessions": ["search", "quokka", "--sessions"],
     "read": ["read", "s-evil", "a1", "--before", "2", "--after", "1"],
     "trace": ["trace", "s-evil", "a1"],
     "sessions": ["sessions"],
