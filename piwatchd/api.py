@@ -393,6 +393,9 @@ class Api:
             )
             for r in rows[: a.limit]
         ]
+        if vis.has_cutoff:  # forks of the caller's session: only what their visible events say
+            with slot(req.deadline), self._limited(vis.conn, req):
+                vis.describe_listing(items)
         return wire.SessionsResult(sessions=items, has_more=len(rows) > a.limit, limit=a.limit, offset=a.offset)
 
     def _matching_sessions(self, a: wire.SessionsArgs, req: _Request) -> list[str]:
@@ -413,6 +416,9 @@ class Api:
         snapshot = self.service_snapshot()
         with slot(req.deadline), self._limited(vis.conn, req):
             result = collect_status(vis.conn, self.db_path, roots=vis.scope.roots)
+            hidden_sessions, hidden_events = vis.hidden_counts()  # past the cutoff, or the caller's own session
+            result.sessions -= hidden_sessions
+            result.events -= hidden_events
         if snapshot:
             # The live snapshot is fresher than the row the service last wrote.
             live = service_status({**snapshot, "running": True, "updated_age_s": 0})
@@ -464,16 +470,26 @@ class Api:
         if vis is not None and req.sessions:
             now = time.time() * 1000
             for sid, row in list(vis.sessions(req.sessions).items())[:FRESHNESS_SESSIONS]:
-                size, done = file_progress(row.path, row.consumed)
-                fresh.append(
-                    wire.SessionFreshness(
-                        session_id=sid,
-                        indexed_bytes=row.consumed,
-                        file_bytes=size,
-                        complete=done,
-                        ms_since_ingest=None if row.last_ingest_ms is None else int(now - row.last_ingest_ms),
+                end = vis.visible_end(sid)
+                if end is not None:
+                    # Capped by the cutoff: the file as far as the caller may see it, indexed
+                    # (the first hidden entry is); its later growth and ingest times are hidden.
+                    fresh.append(
+                        wire.SessionFreshness(
+                            session_id=sid, indexed_bytes=end, file_bytes=end, complete=True, ms_since_ingest=None
+                        )
                     )
-                )
+                else:
+                    size, done = file_progress(row.path, row.consumed)
+                    fresh.append(
+                        wire.SessionFreshness(
+                            session_id=sid,
+                            indexed_bytes=row.consumed,
+                            file_bytes=size,
+                            complete=done,
+                            ms_since_ingest=None if row.last_ingest_ms is None else int(now - row.last_ingest_ms),
+                        )
+                    )
                 if row.state != "ok":
                     warnings.append(
                         wire.Notice(

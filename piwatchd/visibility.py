@@ -28,9 +28,13 @@ NOT_FOUND_MESSAGE = "no such event in the sessions this caller may see"
 
 
 class SessionView(NamedTuple):
+    """What a caller may see of a session's recorded facts (all of them, or
+    for a session capped by the cutoff only what its visible events say)."""
+
     name: str | None
     first_ms: int | None
     last_ms: int | None
+    events: int
 
 
 class Visibility:
@@ -115,23 +119,78 @@ class Visibility:
         return self._ordinal_of_cutoff(session_id)
 
     def session_view(self, session_id: str) -> SessionView | None:
-        """What the caller may see of a session's name and time span: all of
-        it, or for a capped session only what lies before the cap (a name
-        set at or after the cap is withheld). None when the session is hidden."""
+        """What the caller may see of a session's name, time span and event
+        count: all of it, or for a capped session only what its events before
+        the cap say (the name is the last one set before the cap). None when
+        the session is hidden. A capped session costs one range scan of its
+        visible events."""
         row = self.session(session_id)
         if row is None:
             return None
         cap = self.cap(session_id)
         if cap is None:
-            return SessionView(row.name, row.first_ms, row.last_ms)
-        first, last = self.conn.execute(
-            "SELECT min(ts_ms), max(ts_ms) FROM events WHERE session_id=? AND ordinal < ?", (session_id, cap)
+            return SessionView(row.name, row.first_ms, row.last_ms, row.entry_count)
+        first, last, count = self.conn.execute(
+            "SELECT min(ts_ms), max(ts_ms), count(*) FROM events WHERE session_id=? AND ordinal < ?", (session_id, cap)
         ).fetchone()
-        renamed_later = self.conn.execute(
-            "SELECT 1 FROM events WHERE session_id=? AND ordinal >= ? AND type='session_info' LIMIT 1",
+        named = self.conn.execute(
+            "SELECT json_extract(meta, '$.name') FROM events"
+            " WHERE session_id=? AND ordinal < ? AND type='session_info' ORDER BY ordinal DESC LIMIT 1",
             (session_id, cap),
         ).fetchone()
-        return SessionView(None if renamed_later else row.name, first, last)
+        return SessionView((named[0] or None) if named else None, first, last, count)
+
+    def visible_end(self, session_id: str) -> int | None:
+        """Where the caller's view of a capped session's file ends (the byte
+        offset of its first hidden entry), or None when it is not capped or
+        the cutoff entry is not indexed yet (then the caller is waiting for
+        its own file, and may see how far it is indexed)."""
+        cap = self.cap(session_id)
+        if cap is None or cap < 0:
+            return None
+        row = self.conn.execute(
+            "SELECT byte_offset FROM events WHERE session_id=? AND ordinal=?", (session_id, cap)
+        ).fetchone()
+        return row[0] if row else None
+
+    def describe_listing(self, items: list[wire.SessionItem]) -> None:
+        """A `sessions` page as far as the caller may see it: a session capped
+        by the cutoff (a fork that copied the caller's session) shows the
+        name, time span and event count of its visible events only."""
+        if not self.has_cutoff:
+            return
+        for item in items:
+            if self.cap(item.session_id) is not None and (view := self.session_view(item.session_id)):
+                item.name, item.first_ms, item.last_ms, item.events = (
+                    view.name,
+                    view.first_ms,
+                    view.last_ms,
+                    view.events,
+                )
+
+    def hidden_counts(self) -> tuple[int, int]:
+        """(sessions, events) that an aggregate over the caller's roots counts
+        but the caller may not see: its own session without a cutoff, and the
+        events at or after the cap of its session and of the forks that copied
+        it. `status` subtracts them."""
+        own = self.scope.current_session
+        if not own:
+            return 0, 0
+        self.load((own,))
+        row = self._rows.get(own)
+        if not self.scope.cutoff_entry:
+            counted = row is not None and self.scope.allows_cwd(row.cwd_real)
+            return (1, row.entry_count) if counted and row else (0, 0)
+        hidden_sessions = hidden_events = 0
+        for sid, cap in self.search_caps():
+            if sid == own and (row is None or not self.scope.allows_cwd(row.cwd_real)):
+                continue  # not counted: outside the caller's roots
+            (after,) = self.conn.execute(
+                "SELECT count(*) FROM events WHERE session_id=? AND ordinal >= ?", (sid, max(cap, 0))
+            ).fetchone()
+            hidden_events += after
+            hidden_sessions += cap < 0  # an unknown cutoff hides the whole session
+        return hidden_sessions, hidden_events
 
     def describe_sessions(self, result: wire.SearchResult) -> None:
         """Name and time span of each session a search answer names, as far
