@@ -53,11 +53,11 @@ def indexes(tmp_path_factory):
 
 
 def matching(conn: sqlite3.Connection, query: str, filters: SearchFilters) -> set[tuple[str, str]]:
-    """Every matching event, paging through the results."""
+    """Every event of the exact tier, paging through the results."""
     out: set[tuple[str, str]] = set()
     offset = 0
     while True:
-        result = search(conn, SearchRequest(query, filters, limit=200, offset=offset))
+        result = search(conn, SearchRequest(query, filters, limit=200, offset=offset, exact=True))
         out.update((h["sessionId"], h["entryId"]) for h in result["hits"])
         if not result["hasMore"] or offset >= 2000:
             return out
@@ -176,6 +176,26 @@ def test_both_engines_match_the_same_events(indexes, queries):
     assert not nonempty["roots: none"]
 
 
+def test_relaxed_search_keeps_the_exact_tier_first(indexes, queries):
+    """Without `exact`, the exact tier is unchanged and ranked first: the
+    hits labelled exact are the exact search's hits, in its order, before any
+    other tier; each lower tier holds only events no higher tier returned."""
+    order = ("exact", "forms", "repaired", "partial")
+    for engine, conn in indexes.items():
+        for query in queries[:12]:
+            strict = search(conn, SearchRequest(query, limit=50, exact=True))["hits"]
+            relaxed = search(conn, SearchRequest(query, limit=50))["hits"]
+            assert [(h["sessionId"], h["entryId"]) for h in relaxed if h["tier"] == "exact"] == [
+                (h["sessionId"], h["entryId"]) for h in strict
+            ], (engine, query)
+            tiers = [order.index(h["tier"]) for h in relaxed]
+            assert tiers == sorted(tiers), (engine, query)
+            keys = [(h["sessionId"], h["entryId"]) for h in relaxed]
+            assert len(keys) == len(set(keys)), (engine, query)
+            if engine == "fts5":  # the FTS5 engine has the exact tier only (README: engines)
+                assert {h["tier"] for h in relaxed} <= {"exact"}
+
+
 def test_filters_admit_what_they_say(indexes, queries):
     """Independent of the other engine: hits honour their filters."""
     conn = indexes["tantivy"]
@@ -199,7 +219,7 @@ def test_snippets_mark_the_matched_words(indexes, queries):
     conn = indexes["tantivy"]
     for query in queries[6:14]:
         words = set(query.strip('"').lower().split())
-        for h in search(conn, SearchRequest(query, limit=20))["hits"]:
+        for h in search(conn, SearchRequest(query, limit=20, exact=True))["hits"]:
             assert h["spans"], (query, h["snippet"])
             marked = {h["snippet"][s:e].lower() for s, e in h["spans"]}
             assert marked & words, (query, marked)

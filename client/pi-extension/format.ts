@@ -135,6 +135,25 @@ function warningNotes(warnings: Notice[] | null | undefined): string[] {
 		.map((w) => (w && typeof w === "object" ? `warning: ${[w.code, w.path, w.message].filter(Boolean).join(" ")}` : `warning: ${str(w)}`));
 }
 
+// How each tier below exact matched, said where its hits start.
+export const TIER_DIVIDERS: Record<string, string> = {
+	exact: "── exact: every query word matched as written ──",
+	forms: "── forms (weaker): every query word matched, some only by another word form or identifier part ──",
+	repaired: "── repaired (weaker): every query word matched after repairing a misspelled word ──",
+	partial: "── partial (weakest): only some of the query words matched ──",
+};
+
+/** Below exact: "forms match: 3 of 3 words matched (...)" or "partial match: 2 of 5 words matched (...); missing: ...". */
+function tierLine(h: Hit): string | null {
+	const tier = h.tier ?? "exact";
+	if (tier === "exact") return null;
+	const matched = arr(h.matched);
+	const missing = arr(h.missing);
+	const total = matched.length + missing.length;
+	const got = `${matched.length} of ${plural(total, "word")} matched${matched.length ? ` (${matched.join(", ")})` : ""}`;
+	return `${tier} match: ${got}${missing.length ? `; missing: ${missing.join(", ")}` : ""}`;
+}
+
 /** A hit's lines; `lead` starts the first ("3. "), the others are indented to match. */
 function hitLines(h: Hit, lead: string): string[] {
 	const ev = h.evidence;
@@ -145,8 +164,23 @@ function hitLines(h: Hit, lead: string): string[] {
 	lines.push(`${pad}${[eventLabel(h), stateLine(h), matched].filter(Boolean).join(" · ")}`);
 	const place = [h.cwd ? `cwd ${h.cwd}` : "", h.sessionName ? `session "${short(str(h.sessionName), 80)}"` : ""].filter(Boolean).join(" · ");
 	if (place) lines.push(`${pad}${place}`);
+	const tier = tierLine(h);
+	if (tier) lines.push(`${pad}${tier}`);
 	lines.push(`${pad}${markSnippet(str(h.snippet), h.spans)}`);
 	return lines;
+}
+
+/** "Did you mean" and, when weaker tiers answered, how much of the page holds every word as written. */
+function relaxationNotes(result: SearchResult, exactPart: string, weaker: string): string[] {
+	const out: string[] = [];
+	const repairs = arr(result?.repairs);
+	if (repairs.length) {
+		out.push(`Did you mean: ${repairs.map((r) => `${str(r.word)} → ${str(r.replacement)}`).join(", ")}? (no event holds ${repairs.map((r) => JSON.stringify(str(r.word))).join(", ")}; "repaired" hits use the replacement)`);
+	}
+	if (result?.relaxed) {
+		out.push(`${exactPart} every query word as written; ${weaker} match less (word forms, a repaired word, or only some words), as each says.`);
+	}
+	return out;
 }
 
 /** A session of a grouped search: what it is, when it ran, how much matched, and its strongest event. */
@@ -170,6 +204,8 @@ function formatSessions(query: string, result: SearchResult, warnings: Notice[],
 	const roots = result?.scope?.roots;
 	if (Array.isArray(roots) && roots.length) lines.push(`Searched the sessions of ${roots.join(", ")}.`);
 	lines.push(EVIDENCE_NOTE);
+	const exact = sessions.filter((x) => (x.evidence?.tier ?? "exact") === "exact").length;
+	lines.push(...relaxationNotes(result, `${plural(exact, "session")} of this page have a strongest event holding`, "the others' strongest events"));
 	if (sessions.length) lines.push(`Matched terms are marked ${OPEN}like this${CLOSE}.`);
 	sessions.forEach((s, i) => {
 		lines.push("", ...sessionLines(s, offset + i + 1, capped));
@@ -180,7 +216,7 @@ function formatSessions(query: string, result: SearchResult, warnings: Notice[],
 	} else if (stillIndexing(warnings)) {
 		lines.push("No hits so far, but the history is still being indexed (see the note above): search again shortly before concluding it is not there.");
 	} else {
-		lines.push('No hits in the sessions this project may see. Try other distinctive words (every word must occur), fewer words, a shorter "quoted phrase", or fewer filters.');
+		lines.push('No hits in the sessions this project may see. Try other distinctive words, fewer words, a shorter "quoted phrase", or fewer filters.');
 	}
 	if (result?.hasMore) lines.push(`More sessions: repeat with offset=${offset + sessions.length}.`);
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));
@@ -197,8 +233,14 @@ export function formatSearch(query: string, result: SearchResult, warnings: Noti
 	const roots = result?.scope?.roots;
 	if (Array.isArray(roots) && roots.length) lines.push(`Searched the sessions of ${roots.join(", ")}.`);
 	lines.push(EVIDENCE_NOTE);
+	const exact = hits.filter((h) => (h.tier ?? "exact") === "exact").length;
+	lines.push(...relaxationNotes(result, `${plural(exact, "hit")} of this page hold`, 'the hits after a "──" line'));
 	if (hits.length) lines.push(`Matched terms are marked ${OPEN}like this${CLOSE}.`);
+	let tier = "exact";
 	hits.forEach((h, i) => {
+		const t = h.tier ?? "exact";
+		if (t !== tier || (i === 0 && result?.relaxed)) lines.push("", TIER_DIVIDERS[t] ?? `── ${t} ──`);
+		tier = t;
 		lines.push("", ...hitLines(h, `${offset + i + 1}. `));
 	});
 	lines.push("");
@@ -207,7 +249,7 @@ export function formatSearch(query: string, result: SearchResult, warnings: Noti
 	} else if (stillIndexing(warnings)) {
 		lines.push("No hits so far, but the history is still being indexed (see the note above): search again shortly before concluding it is not there.");
 	} else {
-		lines.push('No hits in the sessions this project may see. Try other distinctive words (every word must occur), fewer words, a shorter "quoted phrase", or fewer filters.');
+		lines.push('No hits in the sessions this project may see. Try other distinctive words, fewer words, a shorter "quoted phrase", or fewer filters.');
 	}
 	if (result?.hasMore) lines.push(`More hits: repeat with offset=${offset + hits.length}.`);
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));

@@ -43,13 +43,19 @@ const ids = {
 export const QUERY_FORMS = {
 	works: ["words", '"quoted phrase"'],
 	plainWords: ["OR", "AND", "NOT", "-word", "prefix*", "field:value", "(parentheses)"],
+	// Below the hits holding every word as written, labelled (the default engine; exact: true turns them off).
+	relaxed: ["word forms", "identifier parts", "misspelled word", "some of the words"],
 };
 
 export const QUERY_DESCRIPTION =
 	"What to find in earlier events: user and assistant messages, tool calls and results, bash commands and output, summaries. " +
 	'Works best: a few distinctive words (an error message, a function, file or command name) or a "quoted phrase". ' +
-	"words: every word must occur in the event, in any order, in any case. " +
+	"words: events holding every word as written (in any order, in any case) come first. " +
 	'"quoted phrase": those words next to each other, in that order. ' +
+	"Below them, each hit labelled with how it matched and weaker than the ones above: every word by other word forms (retrying for retry), " +
+	"or by identifier parts (session cache for loadSessionCache); then with a misspelled word repaired from the indexed words (did you mean); " +
+	"then, when few events match, events holding only some of the words (at least 2; each hit names the words it matched and the ones it misses). " +
+	"exact: true returns only the events holding every word as written. " +
 	`There are no operators: ${QUERY_FORMS.plainWords.join(", ")} are searched as plain words ` +
 	"(NOT x finds events that contain the word not and x; write whole words, there are no wildcards). " +
 	"To narrow, add a word or use the filters (kind, tool, since, isError, ...); to broaden, search again with other words.";
@@ -78,6 +84,7 @@ export const SEARCH_SCHEMA = {
 				"event (default): matching events. session: the earlier sessions that hold matches, ranked by their strongest event (shown as evidence, with how many events matched and when the session ran); " +
 				"answers which earlier sessions worked on something. limit and offset then count sessions.",
 		},
+		exact: { type: "boolean", description: "Only events holding every word as written: no word forms, repaired words or partial matches." },
 	},
 	required: ["query"],
 	additionalProperties: false,
@@ -162,6 +169,7 @@ export function searchArgs(p: Params): SearchArgs {
 	};
 	if (p.includeOwnResults === true) args.includeOwnResults = true;
 	if (p.group === "session") args.group = "session";
+	if (p.exact === true) args.exact = true;
 	// Named sessions may still be mid-ingest (the running one always is): let
 	// the daemon wait briefly until their files are indexed to the end.
 	if (filters.sessionId) args.waitSeconds = SESSION_WAIT_SECONDS;

@@ -158,16 +158,17 @@ def ranked_page(
     need: int,
     deadline: float | None = None,
     chooser: Chooser | None = None,
-) -> tuple[list[HitRow], dict[int, str]]:
+) -> tuple[list[HitRow], dict[int, str], list[tuple[str, str]]]:
     """Rows in the hit layout (offset applied, up to `need` - offset) and
     FTS5's marked snippet per fragment rowid, for the chosen rows (default:
-    the first `limit`)."""
+    the first `limit`). The exact tier only: this engine makes no repairs
+    (README, engines)."""
     expression = fts_expression(parse_query(request.query))
     ranked = _filter_first(conn, request, expression, need)
     if ranked is None:
         ranked = _two_phase(conn, request, expression, need)
     if ranked is None:
-        rows = [HitRow._make(r) for r in conn.execute(*build_search_sql(request, lookahead=1))]
+        rows = [HitRow(*r) for r in conn.execute(*build_search_sql(request, lookahead=1))]
     else:
         page = ranked[request.offset :]
         counts = _matched_counts(conn, request, expression, [c[2].event_rowid for c in page]) if page else {}
@@ -181,4 +182,4 @@ def ranked_page(
             [MARK_OPEN, MARK_CLOSE, expression, *ids],
         ):
             snippets[rowid] = snip or ""
-    return rows, snippets
+    return rows, snippets, []

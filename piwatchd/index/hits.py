@@ -130,6 +130,11 @@ class HitRow(NamedTuple):
     cwd: str | None
     session_name: str | None
     matched: int
+    # The tier that found the event and, below exact, the query words its
+    # evidence holds and misses (`piwatchd.index.tiers`).
+    tier: str = "exact"
+    words: tuple[str, ...] | None = None
+    missing: tuple[str, ...] | None = None
 
 
 # Which ranked rows of a page get snippets (and match counts), given the rows'
@@ -163,9 +168,9 @@ def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[
     return sorted(best.values(), key=sort_key)
 
 
-def page_rows(page: list[tuple], counts: dict[int, int]) -> list[HitRow]:
+def page_rows(page: list[tuple], counts: dict[int, int], tier: str = "exact") -> list[HitRow]:
     """Ranked (score, fragment_id, Candidate) -> HitRow, with each event's
-    matched-fragment count."""
+    matched-fragment count and the tier that found it."""
     return [
         HitRow(
             c.frag_rowid,
@@ -185,6 +190,7 @@ def page_rows(page: list[tuple], counts: dict[int, int]) -> list[HitRow]:
             c.cwd,
             c.session_name,
             counts.get(c.event_rowid, 1),
+            tier,
         )
         for score, _, c in page
     ]

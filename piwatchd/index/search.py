@@ -25,7 +25,8 @@ from .schema import DEFAULT_ENGINE, index_engine
 __all__ = ["search", "make_snippet", "iso_time", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
 
 RankedPage = Callable[
-    [sqlite3.Connection, SearchRequest, int, "float | None", "Chooser | None"], tuple[list[HitRow], dict[int, str]]
+    [sqlite3.Connection, SearchRequest, int, "float | None", "Chooser | None"],
+    tuple[list[HitRow], dict[int, str], list[tuple[str, str]]],
 ]
 ENGINES: dict[str, RankedPage] = {"tantivy": text_search.ranked_page, "fts5": fts5_search.ranked_page}
 
@@ -47,8 +48,10 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
         return _grouped(conn, request, expression, ranked_page, deadline, timeout)
     need = request.offset + request.limit + 1
     with time_limit(conn, timeout):
-        rows, snippets = ranked_page(conn, request, need, deadline, None)
-    return _result(request, expression, _hits(rows[: request.limit], snippets), len(rows) > request.limit)
+        rows, snippets, repairs = ranked_page(conn, request, need, deadline, None)
+    shown = rows[: request.limit]
+    result = _result(request, expression, _hits(shown, snippets), len(rows) > request.limit)
+    return {**result, **_relaxation(shown, repairs)}
 
 
 def _grouped(
@@ -64,8 +67,9 @@ def _grouped(
     pager = SessionPager(request.offset, request.limit)
     scan = replace(request, offset=0, limit=GROUP_EVENTS_MAX, group="event")
     with time_limit(conn, timeout):
-        rows, snippets = ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
-    evidence = _hits([rows[g.evidence] for g in pager.page], snippets)
+        rows, snippets, repairs = ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
+    shown = [rows[g.evidence] for g in pager.page]
+    evidence = _hits(shown, snippets)
     sessions = [
         {
             "sessionId": g.session_id,
@@ -80,7 +84,21 @@ def _grouped(
         for g, hit in zip(pager.page, evidence, strict=True)
     ]
     result = _result(request, expression, [], pager.has_more)
-    return {**result, "sessions": sessions, "groupedEvents": pager.grouped, "groupingCapped": pager.capped}
+    return {
+        **result,
+        **_relaxation(shown, repairs),
+        "sessions": sessions,
+        "groupedEvents": pager.grouped,
+        "groupingCapped": pager.capped,
+    }
+
+
+def _relaxation(shown: list[HitRow], repairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """The result's repairs ("did you mean") and whether a shown hit is below exact."""
+    return {
+        "repairs": [{"word": w, "replacement": r} for w, r in repairs],
+        "relaxed": any(r.tier != "exact" for r in shown),
+    }
 
 
 def _result(request: SearchRequest, expression: str, hits: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
@@ -95,7 +113,7 @@ def _result(request: SearchRequest, expression: str, hits: list[dict[str, Any]],
 
 
 def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[dict[str, Any]]:
-    hits = []
+    hits: list[dict[str, Any]] = []
     for r in rows:
         text, spans = make_snippet(snippets.get(r.frag_rowid, ""))
         hits.append(
@@ -116,6 +134,10 @@ def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[dict[str, Any]]:
                 "selectionState": r.selection_state,
                 "snippet": text,
                 "spans": spans,
+                "tier": r.tier,
             }
         )
+        if r.tier != "exact":
+            hits[-1]["matched"] = list(r.words or ())
+            hits[-1]["missing"] = list(r.missing or ())
     return hits

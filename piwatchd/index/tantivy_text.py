@@ -31,11 +31,24 @@ from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, To
 from .query import SearchFilters, Term
 from .textdoc import Clause, TextDoc, doc_json, event_fields, filter_clauses
 
-__all__ = ["TantivyText", "text_dir", "db_file_of", "text_reader", "register_text", "unregister_text", "TEXT_LAYOUT"]
+__all__ = [
+    "FORMS_FIELD",
+    "TantivyText",
+    "text_dir",
+    "db_file_of",
+    "text_reader",
+    "register_text",
+    "unregister_text",
+    "TEXT_LAYOUT",
+]
 
 # Bumped when the document layout changes: a mismatch rebuilds the text index.
-TEXT_LAYOUT = 3
+TEXT_LAYOUT = 4
 _ANALYZER = "folded"
+# Word forms: the text's words English-stemmed, plus the case parts of its
+# camelCase words; searched by the forms tier only (no positions: no phrase
+# ever runs on it, and positions would double its size).
+_FORMS = FORMS_FIELD = "forms"
 _RAW_FIELDS = (
     "event",
     "session",
@@ -76,6 +89,7 @@ def _schema() -> tantivy.Schema:
     # so no phrase spans the omitted middle.
     for name in ("text", "meta"):
         b.add_text_field(name, stored=False, tokenizer_name=_ANALYZER, index_option="position")
+    b.add_text_field(_FORMS, stored=False, tokenizer_name=_FORMS, index_option="freq")
     for name in _RAW_FIELDS:
         b.add_text_field(name, stored=False, tokenizer_name="raw", index_option="basic")
     b.add_unsigned_field("frag", stored=False, indexed=False, fast=True)
@@ -89,14 +103,10 @@ def _schema() -> tantivy.Schema:
     return b.build()
 
 
-def _analyzer() -> tantivy.TextAnalyzer:
-    return (
-        TextAnalyzerBuilder(Tokenizer.simple())
-        .filter(Filter.remove_long(255))
-        .filter(Filter.lowercase())
-        .filter(Filter.ascii_fold())
-        .build()
-    )
+def _analyzer(stem: bool = False) -> tantivy.TextAnalyzer:
+    b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(255))
+    b = b.filter(Filter.lowercase()).filter(Filter.ascii_fold())
+    return (b.filter(Filter.stemmer("english")) if stem else b).build()
 
 
 class TantivyText:
@@ -107,12 +117,14 @@ class TantivyText:
         self.path = Path(path)
         self.schema = _schema()
         self.analyzer = _analyzer()
+        self.forms_analyzer = _analyzer(stem=True)
         if writable:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         elif not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"no text index at {self.path}: run `piwatch index --once` or start piwatchd")
         self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
         self.index.register_tokenizer(_ANALYZER, self.analyzer)
+        self.index.register_tokenizer(_FORMS, self.forms_analyzer)
         self._writer = self.index.writer(WRITER_HEAP, 1) if writable else None
         self._dirty = False
         self._lock = threading.Lock()
@@ -173,7 +185,8 @@ class TantivyText:
     def tokens(self, text: str) -> list[str]:
         return self.analyzer.analyze(text)
 
-    def _term_query(self, term: Term) -> Query:
+    def term_query(self, term: Term) -> Query:
+        """One query word (or phrase) as written, in text or meta."""
         words = self.tokens(term.text)
         if not words:
             return Query.empty_query()
@@ -214,7 +227,25 @@ class TantivyText:
 
     def query(self, terms: list[Term], filters: SearchFilters, events: Iterable[int] = ()) -> Query:
         """Every term must match (in text or meta); every clause admits."""
-        parts: list[tuple] = [(Occur.Must, self._term_query(t)) for t in terms]
+        return self.combine([self.term_query(t) for t in terms], filters, events)
+
+    def combine(
+        self,
+        words: list[Query],
+        filters: SearchFilters,
+        events: Iterable[int] = (),
+        *,
+        exclude: Iterable[int] = (),
+        min_match: int | None = None,
+    ) -> Query:
+        """Every word query must match (at least `min_match` of them when
+        given), every filter clause admits, only `events` (when given) and
+        none of `exclude`."""
+        if min_match is None:
+            parts: list[tuple] = [(Occur.Must, w) for w in words]
+        else:
+            some = Query.boolean_query([(Occur.Should, w) for w in words], minimum_number_should_match=min_match)
+            parts = [(Occur.Must, some)]
         for clause in filter_clauses(filters):
             if clause.op == "nothing":
                 return Query.empty_query()
@@ -227,6 +258,9 @@ class TantivyText:
             parts.append(
                 (Occur.Must, Query.const_score_query(Query.term_set_query(self.schema, "event", event_keys), 0.0))
             )
+        excluded = [str(e) for e in exclude]
+        if excluded:
+            parts.append((Occur.MustNot, Query.term_set_query(self.schema, "event", excluded)))
         if len(parts) == 1:
             return parts[0][1]  # a nested boolean costs ~30% on a common word
         return Query.boolean_query(parts)

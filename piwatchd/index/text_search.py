@@ -16,12 +16,18 @@ import re
 import sqlite3
 import time
 from collections import Counter
+from dataclasses import dataclass, field
+
+from tantivy import Query
 
 from ..model import Fragment
 from .hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from .identifiers import split_segment
 from .query import QueryTimeout, SearchRequest, Term, parse_query
 from .source_events import project_rows
 from .tantivy_text import TantivyText, text_reader
+from .tantivy_tiers import Repairs, forms_tokens, matched_words, partial_word_query, repairs, word_query
+from .tiers import label, partial_plan
 
 __all__ = ["ranked_page"]
 
@@ -35,13 +41,12 @@ def _ranked(
     conn: sqlite3.Connection,
     text: TantivyText,
     request: SearchRequest,
-    terms: list[Term],
+    query: Query,
     need: int,
     deadline: float | None,
 ) -> tuple[list[tuple], dict[int, int] | None]:
-    """The first `need` events, best first, and, when every match was
-    fetched on the way, how many fragments of each event match."""
-    query = text.query(terms, request.filters)
+    """The first `need` events of `query`, best first, and, when every match
+    was fetched on the way, how many fragments of each event match."""
     k = max(FIRST_K, need * 2)
     while True:
         if deadline is not None and time.monotonic() > deadline:
@@ -64,9 +69,9 @@ def _ranked(
         k *= 4
 
 
-def _matched_counts(text: TantivyText, request: SearchRequest, terms: list[Term], page: list[tuple]) -> dict[int, int]:
-    event_rowids = [c[2].event_rowid for c in page]
-    query = text.query(terms, request.filters, events=event_rowids)
+def _matched_counts(text: TantivyText, query: Query) -> dict[int, int]:
+    """How many fragments of each page event match `query` (built with
+    `events=` the page's events)."""
     return Counter(event for _, _, event, _ in text.top(query, 10_000))
 
 
@@ -108,27 +113,153 @@ def _marked(body: str, lo: int, hi: int, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def _snippet(text: TantivyText, frag: Fragment | None, pattern: re.Pattern[str], tokens: set[str]) -> str:
+class _Marks:
+    """Where a tier's query words occur in evidence text: as written (the
+    exact tier) or, below it, also by English stem and camelCase part."""
+
+    def __init__(self, text: TantivyText, terms: list[Term], forms: bool) -> None:
+        self.text = text
+        self.tokens = {tok for t in terms for tok in text.tokens(t.text)}
+        self.forms = {tok for t in terms for tok in forms_tokens(text, t)} if forms else set()
+        # Stems lose a letter or two (retry -> retri): look for their prefixes, then verify.
+        prefixes = self.tokens | {f[: max(3, len(f) - 1)] for f in self.forms}
+        self.pattern = _match_pattern(self.tokens)
+        alts = "|".join(re.escape(p) for p in sorted(prefixes, key=len, reverse=True))
+        self.loose = re.compile(f"(?i:{alts})") if prefixes and forms else None
+
+    def _word_spans(self, body: str, start: int, end: int) -> list[tuple[int, int]]:
+        word = body[start:end]
+        if word.lower() in self.tokens or any(t in self.forms for t in self.text.forms_analyzer.analyze(word)):
+            return [(start, end)]
+        spans, pos = [], start
+        for part in split_segment(word):
+            if any(t in self.forms for t in self.text.forms_analyzer.analyze(part)):
+                spans.append((pos, pos + len(part)))
+            pos += len(part)
+        return spans
+
+    def loose_window(self, body: str) -> str | None:
+        """The window around the first word matching by form, marked."""
+        assert self.loose is not None
+        spans: list[tuple[int, int]] = []
+        hi = len(body)
+        pos = 0
+        while pos < hi:
+            m = self.loose.search(body, pos, hi)
+            if m is None:
+                break
+            start, end = _word_around(body, m.start(), m.end())
+            found = self._word_spans(body, start, end)
+            if found and not spans:
+                lo = max(0, found[0][0] - SNIPPET_WINDOW // 4)
+                hi = min(len(body), lo + SNIPPET_WINDOW)
+            spans += [sp for sp in found if sp[1] <= hi]
+            pos = max(end, m.start() + 1)
+        if not spans:
+            return None
+        return _marked(body, lo, hi, spans)
+
+    def window(self, body: str) -> str | None:
+        if self.loose is not None:
+            return self.loose_window(body)
+        return _window(self.text, body, self.pattern, self.tokens)
+
+
+_WORD_LEFT = re.compile(r"[^\W_]*$")
+_WORD_RIGHT = re.compile(r"[^\W_]*")
+
+
+def _word_around(body: str, start: int, end: int) -> tuple[int, int]:
+    left = _WORD_LEFT.search(body, max(0, start - 64), start)
+    right = _WORD_RIGHT.match(body, end, min(len(body), end + 64))
+    return (left.start() if left else start), (right.end() if right else end)
+
+
+def _snippet(marks: _Marks, frag: Fragment | None) -> str:
     if frag is None:
         return ""
     for body in (frag.text, frag.tail, frag.meta):
         if body:
-            window = _window(text, body, pattern, tokens)
+            window = marks.window(body)
             if window is not None:
                 return window
     return _marked(frag.text, 0, min(len(frag.text), SNIPPET_WINDOW), [])
 
 
-def _snippets(conn: sqlite3.Connection, text: TantivyText, terms: list[Term], page: list[tuple]) -> dict[int, str]:
-    tokens = {tok for t in terms for tok in text.tokens(t.text)}
-    pattern = _match_pattern(tokens)
-    events = project_rows(conn, [c[2].event_rowid for c in page])
-    out: dict[int, str] = {}
-    for _, fragment_id, row in page:
-        event = events.get(row.event_rowid)
-        frag = next((f for f in event.fragments if f.fragment_id == fragment_id), None) if event else None
-        out[row.frag_rowid] = _snippet(text, frag, pattern, tokens)
-    return out
+@dataclass
+class _Tier:
+    """One tier's events (best first) and how to label and count them."""
+
+    name: str
+    words: list[Query]  # one query per word
+    terms: list[Term]  # the words as searched (repaired ones replaced)
+    min_match: int | None = None
+    events: list[tuple] = field(default_factory=list)
+    counts: dict[int, int] | None = None
+
+
+def _run(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    tier: _Tier,
+    seen: list[int],
+    need: int,
+    deadline: float | None,
+) -> None:
+    query = text.combine(tier.words, request.filters, exclude=seen, min_match=tier.min_match)
+    tier.events, tier.counts = _ranked(conn, text, request, query, need - len(seen), deadline)
+    seen += [c[2].event_rowid for c in tier.events]
+
+
+def _tiers(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    terms: list[Term],
+    need: int,
+    deadline: float | None,
+) -> tuple[list[_Tier], Repairs]:
+    """The exact tier, then, while fewer than `need` events were found and
+    the request allows it: forms, repaired, and (below `limit`) partial. An
+    event found by a tier is excluded from the tiers after it."""
+    exact = _Tier("exact", [text.term_query(t) for t in terms], terms)
+    seen: list[int] = []
+    _run(conn, text, request, exact, seen, need, deadline)
+    fixed = Repairs(terms, [], [])
+    if request.exact or len(seen) >= need:
+        return [exact], fixed
+    out = [exact]
+    fixed = repairs(text, terms)
+    if not fixed.replaced and not fixed.unmatched:  # a word found nowhere: no event has every word
+        out.append(_Tier("forms", [word_query(text, t) for t in terms], terms))
+        _run(conn, text, request, out[-1], seen, need, deadline)
+    if fixed.replaced and not fixed.unmatched:
+        out.append(_Tier("repaired", [word_query(text, t) for t in fixed.terms], fixed.terms))
+        _run(conn, text, request, out[-1], seen, need, deadline)
+    plan = partial_plan(fixed.terms)
+    if plan is not None and len(seen) < min(request.limit, need):
+        n = text.count()
+        words = [partial_word_query(text, t, n) for t in plan.terms]
+        out.append(_Tier("partial", words, list(plan.terms), plan.min_match))
+        _run(conn, text, request, out[-1], seen, need, deadline)
+    return out, fixed
+
+
+def _labels(
+    text: TantivyText, tier: _Tier, terms: list[Term], fixed: Repairs, frag: Fragment | None
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """(matched, missing) query words of a hit; None for exact hits."""
+    if tier.name == "exact":
+        return None, None
+    if tier.name != "partial":
+        return tuple(dict.fromkeys(t.text for t in terms)), ()
+    original = {new: old for old, new in fixed.replaced}
+    bodies = [b for b in (frag.text, frag.tail, frag.meta) if b] if frag else []
+    held = {original.get(w, w) for w in matched_words(text, tier.terms, bodies)}
+    words = [Term(original.get(t.text, t.text), t.phrase) for t in tier.terms]
+    matched, missing = label(words, held)
+    return tuple(matched), tuple(missing)
 
 
 def ranked_page(
@@ -137,15 +268,35 @@ def ranked_page(
     need: int,
     deadline: float | None = None,
     chooser: Chooser | None = None,
-) -> tuple[list[HitRow], dict[int, str]]:
-    """Rows in the hit layout of `piwatchd.index.search` (offset applied) and
+) -> tuple[list[HitRow], dict[int, str], list[tuple[str, str]]]:
+    """Rows in the hit layout of `piwatchd.index.search` (offset applied),
     marked snippet text per fragment rowid of the chosen rows (default: the
-    first `limit`)."""
+    first `limit`), and the repairs made."""
     text = text_reader(conn)
     terms = parse_query(request.query)
-    ranked, counts = _ranked(conn, text, request, terms, need, deadline)
-    page = ranked[request.offset :]
-    chosen = [page[i] for i in chosen_rows(chooser, [c[2].session_id for c in page], request.limit)]
-    if counts is None:
-        counts = _matched_counts(text, request, terms, chosen) if chosen else {}
-    return page_rows(page, counts), _snippets(conn, text, terms, chosen)
+    tiers, fixed = _tiers(conn, text, request, terms, need, deadline)
+    page = [(tier, ev) for tier in tiers for ev in tier.events][request.offset :]
+    chosen = set(chosen_rows(chooser, [ev[2].session_id for _, ev in page], request.limit))
+    events = project_rows(conn, [page[i][1][2].event_rowid for i in sorted(chosen)])
+    rows: list[HitRow] = []
+    snippets: dict[int, str] = {}
+    for tier in tiers:
+        mine = [(i, ev) for i, (t, ev) in enumerate(page) if t is tier]
+        if not mine:
+            continue
+        counts = tier.counts
+        if counts is None:
+            ids = [ev[2].event_rowid for i, ev in mine if i in chosen]
+            query = text.combine(tier.words, request.filters, ids, min_match=tier.min_match)
+            counts = _matched_counts(text, query) if ids else {}
+        marks = _Marks(text, tier.terms, forms=tier.name != "exact")
+        for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):
+            event = events.get(ev[2].event_rowid) if i in chosen else None
+            if event is None:
+                rows.append(row)
+                continue
+            frag = next((f for f in event.fragments if f.fragment_id == ev[1]), None)
+            snippets[row.frag_rowid] = _snippet(marks, frag)
+            matched, missing = _labels(text, tier, terms, fixed, frag)
+            rows.append(row._replace(words=matched, missing=missing))
+    return rows, snippets, fixed.replaced

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .identifiers import camel_parts
 from .query import OWN_TOOLS, SearchFilters
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "doc_json",
     "event_fields",
     "filter_clauses",
+    "forms_values",
 ]
 
 # Indexed beside every path set: "any path at all" (a root of "/" or "").
@@ -127,9 +129,18 @@ def doc_json(doc: TextDoc, shared: dict | None = None) -> dict:
     d["len"] = len(doc.body) + len(doc.tail or "")
     if doc.meta:
         d["meta"] = doc.meta
+    d["forms"] = forms_values(doc.body, doc.tail, doc.meta)
     if doc.tool_name is not None:
         d["tool"] = doc.tool_name
     return d
+
+
+def forms_values(body: str, tail: str | None, meta: str) -> list[str]:
+    """The `forms` field's values: the text and meta words (the field's
+    analyzer stems them) and the case parts of their camelCase words."""
+    values = [v for v in (body, tail, meta) if v]
+    parts = camel_parts(" ".join(values))
+    return values + [" ".join(parts)] if parts else values
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,11 @@ def add_parser(sub) -> None:
         default="event",
         help="sessions as results: ranked by their strongest event, shown as evidence (limit/offset count sessions)",
     )
+    p_search.add_argument(
+        "--exact",
+        action="store_true",
+        help="only events holding every word as written: no word forms, repaired words or partial matches",
+    )
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
     p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
@@ -90,7 +95,36 @@ def search_args(ns: argparse.Namespace) -> dict[str, Any]:
         "limit": ns.limit,
         "offset": ns.offset,
         **({"group": ns.group} if ns.group != "event" else {}),
+        **({"exact": True} if ns.exact else {}),
     }
+
+
+# What each tier below exact means, printed where the tier starts.
+TIER_HEADINGS = {
+    "forms": "every word matched, some by word form or identifier part (not as written)",
+    "repaired": "every word matched after repairing a misspelled word",
+    "partial": "only some of the words matched",
+}
+
+
+def tier_divider(tier: str) -> str:
+    return f"── {tier}: {TIER_HEADINGS[tier]} ──"
+
+
+def _repairs_line(result: dict[str, Any]) -> str | None:
+    repairs = result.get("repairs") or []
+    if not repairs:
+        return None
+    return "did you mean: " + ", ".join(f"{r['word']} → {r['replacement']}" for r in repairs)
+
+
+def _words_line(hit: dict[str, Any]) -> str | None:
+    if hit.get("tier", "exact") == "exact" or hit.get("matched") is None:
+        return None
+    matched, missing = hit["matched"], hit.get("missing") or []
+    total = len(matched) + len(missing)
+    line = f"matched {len(matched)} of {total} words: {', '.join(matched) or '-'}"
+    return line + (f"; missing: {', '.join(missing)}" if missing else "")
 
 
 def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
@@ -105,7 +139,14 @@ def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
         where = f" in the sessions of {', '.join(roots)} (--all searches every project)" if roots else ""
         print(f"no hits{where}", file=out)
         return
+    repairs = _repairs_line(result)
+    if repairs:
+        print(repairs, file=out)
+    tier = "exact"
     for n, hit in enumerate(hits, start=result["offset"] + 1):
+        if hit.get("tier", "exact") != tier:
+            tier = hit["tier"]
+            print(tier_divider(tier), file=out)
         _print_hit(f"{n}. ", hit, out, colour)
     if result.get("hasMore"):
         print(f"(more: --offset {result['offset'] + len(hits)})", file=out)
@@ -123,6 +164,9 @@ def _print_hit(lead: str, hit: dict[str, Any], out, colour: bool) -> None:
     pad = " " * len(lead)
     print(f"{lead}{_when(hit['timestamp'])}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
     print(f"{pad}session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
+    words = _words_line(hit)
+    if words:
+        print(f"{pad}{words}", file=out)
     write_raw(out, f"{pad}{highlight(hit['snippet'], hit['spans'], colour)}\n")
 
 
@@ -135,12 +179,16 @@ def print_sessions(result: dict[str, Any], out, colour: bool | None = None) -> N
         print_hits(result, out, colour)  # the same "no hits" line
         return
     more = "+" if result.get("groupingCapped") else ""
+    repairs = _repairs_line(result)
+    if repairs:
+        print(repairs, file=out)
     for n, s in enumerate(sessions, start=result["offset"] + 1):
         name = f'"{s["sessionName"]}"' if s.get("sessionName") else "(unnamed)"
         span = f"{_when(s['firstTimestamp'])} .. {_when(s['lastTimestamp'])}"
         events = f"{s['matchingEvents']}{more} matching event{'' if s['matchingEvents'] == 1 else 's'}"
         print(f"{n}. session {s['sessionId']}  {name}  {s['cwd'] or '?'}", file=out)
-        print(f"   {span}  {events}; strongest:", file=out)
+        tier = s["evidence"].get("tier", "exact")
+        print(f"   {span}  {events}; strongest{'' if tier == 'exact' else f' ({tier})'}:", file=out)
         _print_hit("     ", s["evidence"], out, colour)
     if result.get("groupingCapped"):
         print(f"(grouped the best {result['groupedEvents']} matching events; more matched)", file=out)

@@ -1,0 +1,174 @@
+"""Search tiers end to end: a real piwatchd (Tantivy, and FTS5 for its exact
+tier), the Python client over the socket, and the CLI's text.
+
+Tiers: exact (every word as written) first, then forms (English stems,
+camelCase parts), repaired (a word with no postings replaced by a close index
+word, "did you mean"), partial (at least 2 content words; labelled with the
+matched and missing words). A lower tier never repeats a higher tier's event.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from piwatch.client import Client
+from test_live import PIWATCH, Daemon
+
+TEXTS = {
+    "retry": "the upload retried twice, then the retry loop gave up",
+    "retry_exact": "retrying uploads until the gateway answers",
+    "camel": "fixed loadSessionCache() so that it stops leaking handles",
+    "snake": "renamed flush_write_buffer in the storage layer",
+    "migration": "the migration script failed on the invoices table",
+    "migration2": "migration notes for the billing service",
+    "migration3": "another migration ran on staging",
+    "script": "a script to rotate the logs",
+    "lunch": "unrelated chatter about lunch plans",
+}
+
+
+def _session() -> bytes:
+    entries = []
+    prev = None
+    for i, (key, text) in enumerate(TEXTS.items()):
+        entries.append(msg(key, prev, "user", text, ts=f"2026-05-01T10:00:{i:02d}.000Z"))
+        prev = key
+    return jsonl(v3_header("s-1", "/work/proj"), *entries)
+
+
+@pytest.fixture(scope="module", params=["tantivy", "fts5"])
+def served(request):
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwtier-"))
+    root = base / "sessions"
+    (root / "--work-proj--").mkdir(parents=True)
+    (root / "--work-proj--" / "s1.jsonl").write_bytes(_session())
+    db = base / "index.sqlite3"
+    old = os.environ.get("PIWATCH_ENGINE")
+    os.environ["PIWATCH_ENGINE"] = request.param
+    daemon = Daemon(root, db)
+    try:
+        daemon.start()
+    finally:
+        if old is None:
+            os.environ.pop("PIWATCH_ENGINE", None)
+        else:
+            os.environ["PIWATCH_ENGINE"] = old
+
+    def search(query: str, **kw):
+        with Client(daemon.socket, timeout=10, caller={"all": True}) as c:
+            return c.search(query, **kw)
+
+    daemon.engine = request.param
+    daemon.search = search
+    yield daemon
+    daemon.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def hits(result) -> list[tuple[str, str]]:
+    return [(h.entry_id, h.tier) for h in result.hits]
+
+
+def test_exact_tier_first_and_forms_below(served):
+    r = served.search("retrying uploads")
+    if served.engine == "fts5":
+        assert hits(r) == [("retry_exact", "exact")] and not r.relaxed
+        return
+    assert hits(r) == [("retry_exact", "exact"), ("retry", "forms")]
+    assert r.relaxed and r.repairs == []
+    forms = r.hits[1]
+    assert forms.matched == ["retrying", "uploads"] and forms.missing == []
+    marked = {forms.snippet[a:b] for a, b in forms.spans}
+    assert {"retried", "upload"} <= marked, forms.snippet
+
+
+@pytest.mark.parametrize(
+    ("query", "entry"),
+    [
+        ("session cache", "camel"),
+        ("load_session_cache", "camel"),
+        ("flushWriteBuffer", "snake"),
+        ("write buffers", "snake"),
+    ],
+)
+def test_identifier_parts(served, query, entry):
+    r = served.search(query)
+    if served.engine == "fts5":
+        assert all(h.tier == "exact" for h in r.hits)
+        return
+    assert hits(r) == [(entry, "forms")], hits(r)
+
+
+def test_repaired_word_says_did_you_mean(served):
+    r = served.search("migraton script")
+    if served.engine == "fts5":
+        assert hits(r) == [] and r.repairs == []
+        return
+    assert [(x.word, x.replacement) for x in r.repairs] == [("migraton", "migration")]
+    assert hits(r) == [("migration", "repaired")]
+    assert r.hits[0].matched == ["migraton", "script"] and r.hits[0].missing == []
+
+
+def test_partial_names_matched_and_missing_words(served):
+    r = served.search("why did the migration script crash", limit=5)
+    if served.engine == "fts5":
+        assert hits(r) == []
+        return
+    assert hits(r) == [("migration", "partial")]
+    assert r.hits[0].matched == ["migration", "script"] and r.hits[0].missing == ["crash"]
+
+
+def test_tiers_never_repeat_an_event_and_exact_turns_them_off(served):
+    r = served.search("migration script", limit=20)
+    keys = [h.entry_id for h in r.hits]
+    assert len(keys) == len(set(keys))
+    assert hits(r)[0] == ("migration", "exact")
+    strict = served.search("migration script", exact=True)
+    assert hits(strict) == [("migration", "exact")] and not strict.relaxed
+    for query in ("migraton script", "retrying upload", "session cache", "why did the migration script crash"):
+        assert all(h.tier == "exact" for h in served.search(query, exact=True).hits)
+
+
+def test_partial_needs_two_words_and_stops_at_the_limit(served):
+    # One content word: no partial tier.
+    assert hits(served.search("why did the lunch")) == []
+    # Exact fills the page: no tier below runs.
+    r = served.search("migration", limit=2)
+    assert [t for _, t in hits(r)] == ["exact", "exact"] and not r.relaxed
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["kubernetes ingress certificate", "why did the kubernetes deployment crash", "quantum chromodynamics lattice"],
+)
+def test_never_said_gets_no_exact_or_forms_hit(served, query):
+    r = served.search(query)
+    assert not [h for h in r.hits if h.tier in ("exact", "forms")]
+
+
+def test_cli_shows_dividers_labels_and_did_you_mean(served):
+    if served.engine == "fts5":
+        pytest.skip("the FTS5 engine has the exact tier only")
+    env = {**os.environ, "PIWATCH_SOCKET": str(served.socket)}
+
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [PIWATCH, "search", "--all", "--color", "never", *args], capture_output=True, text=True, timeout=60, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    text = cli("retrying", "uploads")
+    assert "── forms:" in text and "matched 2 of 2 words: retrying, uploads" in text
+    assert text.index("retrying uploads until") < text.index("── forms:")
+    text = cli("migraton", "script")
+    assert "did you mean: migraton → migration" in text and "── repaired:" in text
+    text = cli("why", "did", "the", "migration", "script", "crash")
+    assert "── partial:" in text and "matched 2 of 3 words: migration, script; missing: crash" in text
+    assert "no hits" in cli("--exact", "migraton", "script")
