@@ -30,16 +30,20 @@ TEXTS = {
     "migration3": "another migration ran on staging",
     "script": "a script to rotate the logs",
     "lunch": "unrelated chatter about lunch plans",
+    "tokens": "ran rotate_access_tokens in the nightly job",
+    "future1": "plans for the future",
+    "future2": "the future of the billing service",
+    "feature": "turned on the feature flags for beta",
 }
 
 
-def _session() -> bytes:
+def _session(sid: str, cwd: Path, texts: dict[str, str]) -> bytes:
     entries = []
     prev = None
-    for i, (key, text) in enumerate(TEXTS.items()):
+    for i, (key, text) in enumerate(texts.items()):
         entries.append(msg(key, prev, "user", text, ts=f"2026-05-01T10:00:{i:02d}.000Z"))
         prev = key
-    return jsonl(v3_header("s-1", "/work/proj"), *entries)
+    return jsonl(v3_header(sid, str(cwd)), *entries)
 
 
 @pytest.fixture(scope="module", params=["tantivy", "fts5"])
@@ -47,7 +51,12 @@ def served(request):
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwtier-"))
     root = base / "sessions"
     (root / "--work-proj--").mkdir(parents=True)
-    (root / "--work-proj--" / "s1.jsonl").write_bytes(_session())
+    proj, other = base / "proj", base / "other"
+    for d in (proj, other):
+        (d / ".git").mkdir(parents=True)
+    (root / "--work-proj--" / "s1.jsonl").write_bytes(_session("s-1", proj, TEXTS))
+    # Another project's words: never suggested to a caller of this one.
+    (root / "--work-proj--" / "s2.jsonl").write_bytes(_session("s-2", other, {"o1": "the zanzibarian gateway"}))
     db = base / "index.sqlite3"
     old = os.environ.get("PIWATCH_ENGINE")
     os.environ["PIWATCH_ENGINE"] = request.param
@@ -60,11 +69,12 @@ def served(request):
         else:
             os.environ["PIWATCH_ENGINE"] = old
 
-    def search(query: str, **kw):
-        with Client(daemon.socket, timeout=10, caller={"all": True}) as c:
+    def search(query: str, caller=None, **kw):
+        with Client(daemon.socket, timeout=10, caller=caller or {"all": True}) as c:
             return c.search(query, **kw)
 
     daemon.engine = request.param
+    daemon.proj = proj
     daemon.search = search
     yield daemon
     daemon.stop()
@@ -113,6 +123,32 @@ def test_repaired_word_says_did_you_mean(served):
     assert [(x.word, x.replacement) for x in r.repairs] == [("migraton", "migration")]
     assert hits(r) == [("migration", "repaired")]
     assert r.hits[0].matched == ["migraton", "script"] and r.hits[0].missing == []
+
+
+@pytest.mark.parametrize(
+    ("query", "repair", "entry"),
+    [
+        # a compound name is repaired token by token, its joiners kept
+        ("rotate_acess_tokens", ("rotate_acess_tokens", "rotate_access_tokens"), "tokens"),
+        # `future` (2 documents) is the best repair of `feture`, but finds nothing with `flags`: the next one does
+        ("feture flags", ("feture", "feature"), "feature"),
+    ],
+)
+def test_repairs_of_compounds_and_the_next_candidate(served, query, repair, entry):
+    r = served.search(query)
+    if served.engine == "fts5":
+        assert hits(r) == []
+        return
+    assert [(x.word, x.replacement) for x in r.repairs] == [repair]
+    assert hits(r)[0] == (entry, "repaired")
+
+
+def test_a_repair_never_names_a_word_the_caller_cannot_see(served):
+    hidden = served.search("zanzibarin gateway", caller={"cwd": str(served.proj)})
+    assert hidden.repairs == [] and hidden.hits == []
+    if served.engine == "tantivy":
+        seen = served.search("zanzibarin gateway")
+        assert [(x.word, x.replacement) for x in seen.repairs] == [("zanzibarin", "zanzibarian")]
 
 
 def test_partial_names_matched_and_missing_words(served):

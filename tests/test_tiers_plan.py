@@ -16,6 +16,7 @@ from piwatchd.index.tiers import (
     edits1,
     label,
     partial_plan,
+    rank_repairs,
     repair_distance,
 )
 
@@ -156,3 +157,10 @@ def test_content_terms_keep_phrases():
 def test_label_in_query_order():
     terms = parse_query("alpha beta gamma beta")
     assert label(terms, {"gamma", "alpha"}) == (["alpha", "gamma"], ["beta"])
+
+
+def test_rank_repairs_orders_every_candidate():
+    vocabulary = {"future": 90, "feature": 12, "fixture": 40, "fetus": 1}
+    assert rank_repairs("feture", vocabulary) == ["future", "feature"]
+    assert rank_repairs("feture", vocabulary, 1) == ["future"]
+    assert rank_repairs("abc", vocabulary) == []

@@ -10,14 +10,14 @@ of them in one document. Quoted phrases match as phrases in every tier.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tantivy import Occur, Query
 
 from .identifiers import camel_parts, identifier_parts
-from .query import Term
+from .query import SearchFilters, Term
 from .tantivy_text import FORMS_FIELD, TantivyText
-from .tiers import choose_repair, edits1, idf, repair_distance
+from .tiers import edits1, idf, rank_repairs, repair_distance
 
 __all__ = ["Repairs", "forms_tokens", "matched_words", "repairs", "word_query", "partial_word_query"]
 
@@ -65,21 +65,31 @@ def partial_word_query(text: TantivyText, term: Term, num_docs: int) -> Query:
 
 @dataclass(frozen=True, slots=True)
 class Repairs:
-    terms: list[Term]  # the query with repaired words replaced
+    terms: list[Term]  # the query with repaired words replaced (the best repairs)
     replaced: list[tuple[str, str]]  # (word, replacement), in query order
     unmatched: list[str]  # words with no postings in any form and no repair
+    # Up to MAX_REPAIR_OPTIONS (terms, replaced) pairs, best first: the
+    # repaired tier tries the next when one finds nothing.
+    options: list[tuple[list[Term], list[tuple[str, str]]]] = field(default_factory=list)
 
 
-def _vocabulary(text: TantivyText, word: str) -> dict[str, int]:
+MAX_REPAIR_OPTIONS = 3
+
+
+def _vocabulary(text: TantivyText, word: str, filters: SearchFilters) -> dict[str, int]:
     """Index words near `word`: every spelling one edit away that has
-    postings (one dictionary lookup each), and for words that may be 2
-    edits away, the words sharing their first PREFIX_CHARS characters."""
+    postings (one dictionary lookup each, ~1.4 us; skipped unless a fuzzy
+    probe finds a word one edit away in a document the caller may see), and
+    for words that may be 2 edits away, the words sharing their first
+    PREFIX_CHARS characters."""
     searcher = text.index.searcher()
     found = {}
-    for candidate in edits1(word):
-        df = searcher.doc_freq("text", candidate)
-        if df:
-            found[candidate] = df
+    probe = Query.fuzzy_term_query(text.schema, "text", word, distance=1, transposition_cost_one=True)
+    if text.top(text.combine([probe], filters), 1):
+        for candidate in edits1(word):
+            df = searcher.doc_freq("text", candidate)
+            if df:
+                found[candidate] = df
     if repair_distance(word) > 1:
         for term, df in searcher.terms_with_prefix("text", word[:PREFIX_CHARS], limit=PREFIX_TERMS_MAX):
             if abs(len(term) - len(word)) <= 2:
@@ -87,27 +97,77 @@ def _vocabulary(text: TantivyText, word: str) -> dict[str, int]:
     return found
 
 
-def repairs(text: TantivyText, terms: list[Term]) -> Repairs:
-    """Each bare one-token word of 4+ characters with no postings in any
-    form, replaced by its closest index word (`tiers.choose_repair`)."""
-    out: list[Term] = []
-    replaced: list[tuple[str, str]] = []
+def _token_has_postings(text: TantivyText, token: str) -> bool:
+    searcher = text.index.searcher()
+    if searcher.doc_freq("text", token) or searcher.doc_freq("meta", token):
+        return True
+    return any(searcher.doc_freq(FORMS_FIELD, t) for t in text.forms_analyzer.analyze(token))
+
+
+def _term_repairs(text: TantivyText, term: Term, filters: SearchFilters) -> list[str]:
+    """Up to MAX_REPAIR_OPTIONS spellings of a bare word with no postings,
+    best first, each of its tokens without postings repaired (the rest of a
+    compound name, `test_redeliver_after_timout`, kept); [] when one of
+    them cannot be repaired."""
+    tokens = text.tokens(term.text)
+    choices: list[list[str]] = []
+    for token in tokens:
+        if _token_has_postings(text, token):
+            choices.append([token])
+            continue
+        ranked = (
+            rank_repairs(token, _vocabulary(text, token, filters), MAX_REPAIR_OPTIONS) if repair_distance(token) else []
+        )
+        if not ranked:
+            return []
+        choices.append(ranked)
+    if all(len(c) == 1 and c[0] == t for c, t in zip(choices, tokens, strict=True)):
+        return []
+    # Spans of the tokens in the word as typed: a repair keeps its joiners (put-bucket-versioning).
+    spans = [(t.char_offset_from, t.char_offset_to) for t in text.analyzer.pre_tokenize(term.text).tokens]
+    out: dict[str, None] = {}
+    for k in range(MAX_REPAIR_OPTIONS):
+        picked = [c[min(k, len(c) - 1)] for c in choices]
+        if len(spans) != len(tokens):
+            out["_".join(picked)] = None
+            continue
+        word, pos = [], 0
+        for (start, end), token, new in zip(spans, tokens, picked, strict=True):
+            word += [term.text[pos:start], term.text[start:end] if new == token else new]
+            pos = end
+        out["".join(word) + term.text[pos:]] = None
+    return list(out)
+
+
+def repairs(text: TantivyText, terms: list[Term], filters: SearchFilters) -> Repairs:
+    """Each bare word with no postings in any form, repaired token by token
+    from the term dictionary (`tiers.rank_repairs`); the options combine
+    every repaired word's k-th choice."""
+    per_term: list[list[str]] = []
     unmatched: list[str] = []
     for term in terms:
         if term.phrase or _doc_freq(text, term):
-            out.append(term)
+            per_term.append([])
             continue
-        tokens = text.tokens(term.text)
-        choice = None
-        if len(tokens) == 1 and repair_distance(tokens[0]):
-            choice = choose_repair(tokens[0], _vocabulary(text, tokens[0]))
-        if choice is None:
-            out.append(term)
+        spellings = _term_repairs(text, term, filters)
+        if not spellings:
             unmatched.append(term.text)
-        else:
-            out.append(Term(choice, False))
+        per_term.append(spellings)
+    if unmatched or not any(per_term):
+        return Repairs(terms, [], unmatched)
+    options: list[tuple[list[Term], list[tuple[str, str]]]] = []
+    for k in range(MAX_REPAIR_OPTIONS):
+        new_terms, replaced = [], []
+        for term, spellings in zip(terms, per_term, strict=True):
+            if not spellings:
+                new_terms.append(term)
+                continue
+            choice = spellings[min(k, len(spellings) - 1)]
+            new_terms.append(Term(choice, False))
             replaced.append((term.text, choice))
-    return Repairs(out, replaced, unmatched)
+        if all(replaced != r for _, r in options):
+            options.append((new_terms, replaced))
+    return Repairs(options[0][0], options[0][1], [], options)
 
 
 def matched_words(text: TantivyText, terms: list[Term], bodies: list[str]) -> set[str]:

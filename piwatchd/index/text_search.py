@@ -230,13 +230,19 @@ def _tiers(
     if request.exact or len(seen) >= need:
         return [exact], fixed
     out = [exact]
-    fixed = repairs(text, terms)
+    fixed = repairs(text, terms, request.filters)
     if not fixed.replaced and not fixed.unmatched:  # a word found nowhere: no event has every word
         out.append(_Tier("forms", [word_query(text, t) for t in terms], terms))
         _run(conn, text, request, out[-1], seen, need, deadline)
-    if fixed.replaced and not fixed.unmatched:
-        out.append(_Tier("repaired", [word_query(text, t) for t in fixed.terms], fixed.terms))
+    options, fixed = fixed.options, Repairs(terms, [], fixed.unmatched)
+    for terms_k, replaced_k in options:  # the next repair only when one finds nothing
+        out.append(_Tier("repaired", [word_query(text, t) for t in terms_k], terms_k))
         _run(conn, text, request, out[-1], seen, need, deadline)
+        if out[-1].events:
+            # Reported only with hits the caller may see: a repair never
+            # names a word that only sessions hidden from the caller hold.
+            fixed = Repairs(terms_k, replaced_k, [], options)
+            break
     plan = partial_plan(fixed.terms)
     if plan is not None and len(seen) < min(request.limit, need):
         n = text.count()

@@ -38,6 +38,7 @@ __all__ = [
     "partial_plan",
     "repair_distance",
     "choose_repair",
+    "rank_repairs",
     "content_terms",
 ]
 
@@ -103,23 +104,26 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return min(prev[len(b)], limit + 1)
 
 
-def choose_repair(word: str, vocabulary: Mapping[str, int]) -> str | None:
-    """The repair of `word` among `vocabulary` (term -> document frequency):
-    within `repair_distance(word)`; terms in at least 2 documents before
-    one-offs (often typos themselves), then the closest, then the most
-    frequent, then alphabetical. None when nothing is close enough."""
+def rank_repairs(word: str, vocabulary: Mapping[str, int], n: int = 3) -> list[str]:
+    """The best `n` repairs of `word` among `vocabulary` (term -> document
+    frequency), best first: within `repair_distance(word)`; terms in at
+    least 2 documents before one-offs (often typos themselves), then the
+    closest, then the most frequent, then alphabetical."""
     limit = repair_distance(word)
-    best: tuple | None = None
+    ranked: list[tuple] = []
     for term, df in vocabulary.items():
         if df <= 0 or term == word:
             continue
         d = edit_distance(word, term, limit)
-        if d > limit:
-            continue
-        key = (df < 2, d, -df, term)
-        if best is None or key < best:
-            best = key
-    return None if best is None else best[3]
+        if d <= limit:
+            ranked.append((df < 2, d, -df, term))
+    return [key[3] for key in sorted(ranked)[:n]]
+
+
+def choose_repair(word: str, vocabulary: Mapping[str, int]) -> str | None:
+    """The best repair of `word` (`rank_repairs`), or None when nothing is close enough."""
+    best = rank_repairs(word, vocabulary, 1)
+    return best[0] if best else None
 
 
 def idf(doc_freq: int, num_docs: int) -> float:
