@@ -34,6 +34,7 @@ from .index.schema import SchemaMismatch, open_reader, searchable_bytes
 from .index.search import QueryTimeout, search, time_limit
 from .ops.read import OpError, event_read
 from .ops.trace import event_trace
+from .shown import Shown
 from .source.reader import open_source
 from .status import collect_status, service_status
 from .visibility import NOT_FOUND_MESSAGE, Visibility
@@ -292,6 +293,7 @@ class Api:
                 raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
         result = msgspec.convert(raw, wire.SearchResult)
         vis.describe_sessions(result)
+        Shown(conn).search(result)  # recorded cwds, names and tool names: redacted, then bounded
         grouped = result.sessions or []
         items: list[wire.Hit | wire.SessionHit] = [*result.hits, *grouped, *(s.evidence for s in grouped)]
         for item in items:
@@ -377,18 +379,19 @@ class Api:
                 params.extend(ids)
             with self._limited(vis.conn, req):
                 rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
+        shown = Shown(vis.conn)  # recorded values through the redaction rules, before they are cut
         items = [
             wire.SessionItem(
                 session_id=r.session_id,
-                name=_short(r.name),
-                cwd=_short(r.cwd),
-                created=_short(r.created),
+                name=_short(shown(r.name)),
+                cwd=_short(shown(r.cwd)),
+                created=_short(shown(r.created)),
                 first_ms=r.first_ms,
                 last_ms=r.last_ms,
                 events=r.entry_count,
-                parent_session=_short(r.parent_session),
+                parent_session=_short(shown(r.parent_session)),
                 format=r.format,
-                path=r.path,
+                path=shown(r.path) or r.path,
                 state=r.state,
             )
             for r in rows[: a.limit]
@@ -419,6 +422,7 @@ class Api:
             hidden_sessions, hidden_events = vis.hidden_counts()  # past the cutoff, or the caller's own session
             result.sessions -= hidden_sessions
             result.events -= hidden_events
+            Shown(vis.conn).status(result)  # paths, errors and diagnostics quote session files
         if snapshot:
             # The live snapshot is fresher than the row the service last wrote.
             live = service_status({**snapshot, "running": True, "updated_age_s": 0})
@@ -496,6 +500,8 @@ class Api:
                             code=row.state, path=row.path, message=wire.clip(row.error or f"the source is {row.state}")
                         )
                     )
+        if vis is not None:
+            Shown(vis.conn).notices(warnings)
         last_scan = snapshot.get("last_scan") if isinstance(snapshot.get("last_scan"), dict) else {}
         return {
             "warnings": warnings,
