@@ -7,8 +7,8 @@ mid-frequency words, and counts a success when the message, or a copy of it
 Recall@10 and MRR for each text engine on the same queries, for the strict
 tier (`exact`: the words as written) and for the default search with its
 labelled tiers below exact. The indexes are
-the ones bench.search builds (`bench/cache/corpus-*/search-index-<engine>.sqlite3`);
-missing ones are built with `piwatch index --once`.
+the ones bench.search builds (`bench/cache/corpus-*/search-index-<engine>.sqlite3`),
+brought up to date (or built) with `piwatch index --once`.
 
 Writes bench/out/known-item-<bytes>-<shape>.md and .json.
 """
@@ -20,7 +20,6 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from bench.ingest import BIN, OUT, corpus, parse_bytes
 from piwatchd.index.query import SearchRequest
-from piwatchd.index.schema import SchemaMismatch, open_reader
+from piwatchd.index.schema import open_reader
 from piwatchd.index.search import search
 from piwatchd.index.tantivy_text import TantivyText, text_dir
 
@@ -67,20 +66,17 @@ def pick_query(words: list[str], df, total: int, rng: random.Random) -> str | No
 
 
 def ensure_index(cdir: Path, engine: str) -> Path:
+    """The corpus's index for `engine`, brought up to date by `piwatch index
+    --once` (cheap when nothing changed; it rebuilds what an older schema or
+    text-index layout built)."""
     db = cdir / f"search-index-{engine}.sqlite3"
-    if db.exists():
-        try:
-            open_reader(db).close()
-        except SchemaMismatch:  # built by an older schema: rebuild
-            for p in cdir.glob(db.name + "*"):
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
-    if not db.exists():
-        env = {**os.environ, "PIWATCH_ENGINE": engine}
-        subprocess.run(
-            [str(BIN / "piwatch"), "index", "--once", "--sessions", str(cdir / "sessions"), "--db", str(db)],
-            check=True,
-            env=env,
-        )
+    env = {**os.environ, "PIWATCH_ENGINE": engine}
+    subprocess.run(
+        [str(BIN / "piwatch"), "index", "--once", "--sessions", str(cdir / "sessions"), "--db", str(db)],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     return db
 
 
