@@ -262,7 +262,63 @@ class Api:
 
     # -- operations ----------------------------------------------------------------------
 
-    def _search(self, a: wire.SearchArgs, req: _Request, slot: Slot) -> wire.SearchResult:
+    # -- follow (standing queries: piwatchd.follow) -----------------------------------------
+
+    def follow_scope(self, args: Any, caller: Any) -> tuple[wire.FollowArgs, CallerScope]:
+        """Validate a follow's args and caller (raises ProtocolError as any request would)."""
+        parsed = wire.decode_args("follow", args)
+        assert isinstance(parsed, wire.FollowArgs)
+        scope = self._scope(caller)
+        Visibility(self._conn(), scope)  # the index is readable and the caller resolvable now
+        # The query must be searchable at all: a bad one is refused here, not at the first commit.
+        self.follow_hits(parsed, scope, [0])
+        return parsed, scope
+
+    def follow_hits(self, a: wire.FollowArgs, scope: CallerScope, events: list[int]) -> list[wire.Hit]:
+        """The follow's hits among `events`, through search's own path and authorization.
+        Partial and repaired matches are not news: only exact (and, unless `exact`, word-form) hits."""
+        if not events:
+            return []  # (no restriction would mean every event)
+        req = _Request(Visibility(self._conn(), scope), time.monotonic() + self.request_budget)
+        args = wire.SearchArgs(
+            query=a.query,
+            filters=a.filters,
+            limit=wire.MAX_LIMIT,
+            include_own_results=a.include_own_results,
+            exact=a.exact,
+        )
+        hits: list[wire.Hit] = []
+        for offset in range(0, len(events) + 1, wire.MAX_LIMIT):  # an event is at most one hit
+            args.offset = offset
+            result = self._search(args, req, _no_slot, only_events=tuple(events))
+            hits.extend(h for h in result.hits if h.tier in ("exact", "forms"))
+            if not result.has_more:
+                break
+        return hits
+
+    def newest_event(self) -> int:
+        row = self._conn().execute("SELECT max(event_rowid) FROM events").fetchone()
+        return int(row[0] or 0)
+
+    def events_after(self, rowid: int, limit: int) -> list[int]:
+        """Searchable events above `rowid`, ascending: up to the first whose session still
+        waits for the text index to commit (its `text_debt`), so none is passed over unseen.
+        A session whose re-feed failed before (attempts > 0) holds nobody up."""
+        rows = self._conn().execute(
+            "SELECT e.event_rowid, EXISTS (SELECT 1 FROM text_debt d WHERE d.session_id = e.session_id"
+            " AND d.attempts = 0) FROM events e WHERE e.event_rowid > ? ORDER BY e.event_rowid LIMIT ?",
+            (rowid, limit),
+        )
+        out: list[int] = []
+        for event, owed in rows:
+            if owed:
+                break
+            out.append(event)
+        return out
+
+    def _search(
+        self, a: wire.SearchArgs, req: _Request, slot: Slot, only_events: tuple[int, ...] = ()
+    ) -> wire.SearchResult:
         vis = req.vis
         assert vis is not None
         request = _search_request(a)
@@ -284,6 +340,7 @@ class Api:
                 exclude_sessions=request.filters.exclude_sessions + exclude,
                 ordinal_caps=vis.search_caps(),
                 exclude_own_results=not a.include_own_results,
+                event_rowids=only_events,
             )
             try:
                 raw = search(conn, replace(request, filters=filters), timeout=min(self.query_timeout, req.remaining()))

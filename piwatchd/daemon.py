@@ -211,6 +211,7 @@ class Daemon:
 
     def _build(self, index_problem: str | None) -> None:
         from .api import Api
+        from .follow import FollowHub
         from .server import Server
         from .service import Service, ServiceConfig
         from .watch import Watcher
@@ -245,12 +246,16 @@ class Daemon:
         limits = ServerLimits()
         limits.idle_timeout = self.ns.idle_timeout
         limits.max_requests_per_connection = self.ns.max_requests_per_connection
+        self.follows = FollowHub(self.service.commits, self.api.newest_event, self.api.events_after)
+        self.follows.evaluate = lambda sub, events: self.api.follow_hits(sub.args, sub.scope, events)
         self.server = Server(
             self.sock_path,
             self.api.handle,
             hello=self.api.hello,
             limits=limits,
             on_connection_end=self.api.readers.reset,
+            follows=self.follows,
+            follow_scope=self.api.follow_scope,
         )
 
     # -- what the API asks of the daemon ---------------------------------------------
@@ -337,7 +342,7 @@ class Daemon:
     def _shutdown(self) -> None:
         log.info("stopping")
         notify("STOPPING=1")
-        for part in ("server", "watcher"):
+        for part in ("follows", "server", "watcher"):
             if hasattr(self, part):
                 getattr(self, part).stop()
         if hasattr(self, "service"):

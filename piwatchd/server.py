@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import socket
 import stat
 import struct
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from piwatch import wire
 from piwatch.protocol import (
     MAX_REQUEST_BYTES,
     ConnectionClosed,
@@ -33,6 +35,8 @@ from piwatch.protocol import (
     recv_frame,
     send_frame,
 )
+
+from .follow import ConnectionFollows, FollowHub
 
 __all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_uid", "HandleFn", "HelloFn"]
 
@@ -91,13 +95,18 @@ def peer_uid(conn: socket.socket) -> int | None:
 class _Conn:
     """One connection's bookkeeping: who to evict when every slot is taken."""
 
-    __slots__ = ("in_request", "last_active", "sock", "thread")
+    __slots__ = ("follows", "in_request", "last_active", "send_lock", "sock", "thread")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.thread: threading.Thread | None = None
         self.last_active = time.monotonic()
         self.in_request = False
+        self.send_lock = threading.Lock()  # replies and pushed follow updates never interleave
+        self.follows: ConnectionFollows | None = None
+
+    def following(self) -> bool:
+        return self.follows is not None and bool(self.follows.subs)
 
 
 class Server:
@@ -109,8 +118,13 @@ class Server:
         hello: HelloFn,
         limits: ServerLimits | None = None,
         on_connection_end: Callable[[], None] | None = None,
+        follows: FollowHub | None = None,
+        follow_scope: Callable[[Any, Any], tuple[wire.FollowArgs, Any]] | None = None,
     ) -> None:
         self.path = Path(path)
+        # Standing queries: the hub evaluates them; follow_scope validates a follow like any request.
+        self.follows = follows
+        self.follow_scope = follow_scope
         self.handle = handle
         self.hello = hello
         self.limits = limits or ServerLimits()
@@ -193,6 +207,8 @@ class Server:
         for c in conns:
             if not c.in_request:
                 _shutdown(c.sock)  # wake threads blocked in recv
+            if c.follows is not None:
+                c.follows.close()
         deadline = time.monotonic() + timeout
         for c in conns:
             if c.thread is not None:
@@ -234,7 +250,7 @@ class Server:
     def _evict_idlest(self) -> bool:
         """Close the connection that has waited longest without a request in
         flight (idle between frames or trickling one in). Holds _conn_lock."""
-        idle = [c for c in self._conns.values() if not c.in_request]
+        idle = [c for c in self._conns.values() if not c.in_request and not c.following()]
         if not idle:
             return False
         victim = min(idle, key=lambda c: c.last_active)
@@ -259,7 +275,10 @@ class Server:
         except Exception:  # never let one connection take the daemon down
             log.exception("connection handler failed")
         finally:
-            conn.close()
+            if entry.follows is not None and self.follows is not None:
+                self.follows.end_connection(entry.follows)
+            with entry.send_lock:
+                conn.close()
             if self.on_connection_end is not None:
                 try:
                     self.on_connection_end()
@@ -274,6 +293,8 @@ class Server:
         for _ in range(self.limits.max_requests_per_connection):
             if self._stop.is_set():
                 return
+            if entry.following() and not self._await_frame(entry):
+                return
             conn.settimeout(self.limits.idle_timeout)
             try:
                 message = recv_frame(conn, MAX_REQUEST_BYTES, frame_timeout=self.limits.frame_timeout)
@@ -281,11 +302,11 @@ class Server:
                 return
             except ProtocolError as exc:
                 # Too large or undecodable: the stream cannot be resynchronised.
-                self._reply(conn, {"id": None, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+                self._reply(entry, {"id": None, "ok": False, "error": {"code": exc.code, "message": exc.message}})
                 return
             entry.last_active = time.monotonic()
             if not isinstance(message, dict):
-                self._reply(conn, _error(None, ErrorCode.BAD_REQUEST, "a request must be a map"))
+                self._reply(entry, _error(None, ErrorCode.BAD_REQUEST, "a request must be a map"))
                 return
             req_id = message.get("id")
             if isinstance(req_id, bool) or not isinstance(req_id, (int, str, type(None))):
@@ -293,17 +314,20 @@ class Server:
             op = message.get("op")
             if not greeted:
                 if op != "hello":
-                    self._reply(conn, _error(req_id, ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
+                    self._reply(entry, _error(req_id, ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
                     return
-                greeted = self._hello(conn, req_id, message.get("args"))
+                greeted = self._hello(entry, req_id, message.get("args"))
                 if not greeted:
                     return
                 continue
             if op == "hello":
                 # A client may re-check the version at any time (say, after it
                 # reconnected); a mismatch mid-connection ends it, as at the start.
-                if not self._hello(conn, req_id, message.get("args")):
+                if not self._hello(entry, req_id, message.get("args")):
                     return
+                continue
+            if op in ("follow", "unfollow") and self.follows is not None:
+                self._reply(entry, self._follow_op(entry, req_id, op, message))
                 continue
             entry.in_request = True
             try:
@@ -311,15 +335,15 @@ class Server:
             finally:
                 entry.in_request = False
                 entry.last_active = time.monotonic()
-            self._reply(conn, response)
+            self._reply(entry, response)
 
-    def _hello(self, conn: socket.socket, req_id: Any, args: Any) -> bool:
+    def _hello(self, entry: _Conn, req_id: Any, args: Any) -> bool:
         try:
             result = self.hello(args)
         except ProtocolError as exc:
-            self._reply(conn, _error(req_id, exc.code, exc.message))
+            self._reply(entry, _error(req_id, exc.code, exc.message))
             return False
-        self._reply(conn, {"id": req_id, "ok": True, "result": result})
+        self._reply(entry, {"id": req_id, "ok": True, "result": result})
         return True
 
     @contextmanager
@@ -344,12 +368,52 @@ class Server:
         self.requests_served += 1
         return response
 
-    def _reply(self, conn: socket.socket, response: Any) -> None:
-        conn.settimeout(self.limits.frame_timeout)
+    def _reply(self, entry: _Conn, response: Any) -> bool:
+        """Send one frame (a reply, or a pushed follow update); False when the connection is gone."""
+        with entry.send_lock:
+            try:
+                entry.sock.settimeout(self.limits.frame_timeout)
+                send_frame(entry.sock, response)
+                return True
+            except (TimeoutError, OSError):
+                _shutdown(entry.sock)  # a reader that cannot take a frame in time is gone
+                return False
+
+    # -- follow ------------------------------------------------------------------------
+
+    def _await_frame(self, entry: _Conn) -> bool:
+        """With follows open, a connection may stay quiet for as long as it likes
+        (no idle timeout): wait until it sends, closes, or the server stops."""
+        while not self._stop.is_set():
+            try:
+                readable, _, _ = select.select([entry.sock], [], [], 1.0)
+            except (OSError, ValueError):
+                return False
+            if readable:
+                return True
+            if not entry.following():
+                return True
+        return False
+
+    def _follow_op(self, entry: _Conn, req_id: Any, op: str, message: dict) -> Any:
+        assert self.follows is not None and self.follow_scope is not None
         try:
-            send_frame(conn, response)
-        except (TimeoutError, OSError):
-            pass
+            if op == "unfollow":
+                parsed = wire.decode_args(op, message.get("args"))
+                assert isinstance(parsed, wire.UnfollowArgs)
+                stopped = entry.follows is not None and self.follows.unsubscribe(entry.follows, parsed.subscription)
+                result: Any = wire.UnfollowResult(subscription=parsed.subscription, stopped=stopped)
+            else:
+                with self._slot(time.monotonic() + self.limits.queue_wait):  # its probe search is a request
+                    args, scope = self.follow_scope(message.get("args"), message.get("caller"))
+                if entry.follows is None:
+                    entry.follows = ConnectionFollows(lambda frame: self._reply(entry, frame))
+                sub = self.follows.subscribe(entry.follows, req_id, args, scope)
+                result = wire.FollowResult(subscription=sub.id, max_queued_hits=wire.FOLLOW_QUEUE_HITS)
+        except ProtocolError as exc:
+            return _error(req_id, exc.code, wire.clip(exc.message, 2000))
+        self.requests_served += 1
+        return wire.Response(id=req_id, ok=True, result=result)
 
 
 def _error(req_id: Any, code: str, message: str) -> dict[str, Any]:

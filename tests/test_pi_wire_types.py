@@ -16,6 +16,8 @@ SCHEMA = json.loads((REPO / "client" / "piwatch" / "wire_schema.json").read_text
 DEFS = SCHEMA["$defs"]
 # The operations the extension calls (index.ts; hello in daemon-client.ts).
 EXTENSION_OPS = ("hello", "search", "read", "trace")
+# Standing queries: typed here too, for TypeScript clients of the socket (README, Protocol).
+STREAM_OPS = ("follow", "unfollow")
 
 
 def _ref(node: dict) -> str:
@@ -77,9 +79,11 @@ def reachable() -> set[str]:
             elif isinstance(node, list):
                 stack.extend(node)
 
-    for op in EXTENSION_OPS:
+    for op in EXTENSION_OPS + STREAM_OPS:
         walk(_ref(SCHEMA["ops"][op]["args"]))
         walk(_ref(SCHEMA["ops"][op]["result"]))
+    for pushed in SCHEMA["pushed"].values():
+        walk(_ref(pushed))
     walk(_ref(SCHEMA["response"]))
     walk(_ref(SCHEMA["caller"]))
     return seen

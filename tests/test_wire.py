@@ -10,6 +10,7 @@ from piwatch import wire
 from piwatch.protocol import ErrorCode, ProtocolError
 
 DOCUMENTED = {
+    "slow_consumer",
     "bad_request",
     "unsupported_protocol",
     "hello_required",
@@ -31,7 +32,9 @@ def test_schema_file_is_the_contract():
 
 def test_schema_names_every_op_and_the_error_codes():
     s = wire.schema()
-    assert set(s["ops"]) == {"hello", "status", "search", "read", "trace", "sessions", "reindex"}
+    ops = {"hello", "status", "search", "read", "trace", "sessions", "reindex", "follow", "unfollow"}
+    assert set(s["ops"]) == ops
+    assert set(s["pushed"]) == {"follow"}  # frames sent unasked: a follow's updates
     assert set(s["errorCodes"]) == DOCUMENTED
 
 

@@ -87,6 +87,26 @@ export interface FragmentWindow {
 	totalLength: number;
 }
 
+/** A standing query: new hits as their events are committed, pushed on the connection until `unfollow`. */
+export interface FollowArgs {
+	exact?: boolean;
+	filters?: SearchFilters;
+	includeOwnResults?: boolean;
+	query: string;
+}
+
+/** The answer to `follow`; FollowUpdate results follow, with the follow request's id. */
+export interface FollowResult {
+	maxQueuedHits: number;
+	subscription: number;
+}
+
+/** Pushed (unasked) after a follow: its new hits. */
+export interface FollowUpdate {
+	hits: Hit[];
+	subscription: number;
+}
+
 export interface Freshness {
 	backlog?: number | null;
 	lastScanMs?: number | null;
@@ -341,3 +361,11 @@ export interface TraceResult {
 	omitted?: Omitted[] | null;
 }
 
+export interface UnfollowArgs {
+	subscription: number;
+}
+
+export interface UnfollowResult {
+	stopped: boolean;
+	subscription: number;
+}

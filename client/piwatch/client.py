@@ -15,16 +15,27 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import msgspec
 
 from . import __version__, wire
-from .protocol import PROTOCOL_VERSION, ErrorCode
+from .protocol import (
+    MAX_RESPONSE_BYTES,
+    PROTOCOL_VERSION,
+    ConnectionClosed,
+    ErrorCode,
+    ProtocolError,
+    recv_frame,
+    send_frame,
+)
 from .transports import DaemonNotRunning, LocalTransport, PiwatchError, SocketTransport, Transport
 
 __all__ = [
     "Client",
+    "Follow",
     "Transport",
     "SocketTransport",
     "LocalTransport",
@@ -165,6 +176,56 @@ class Client:
         result: wire.SearchResult = self.request("search", args, caller)
         return result
 
+    def follow(
+        self,
+        query: str,
+        *,
+        filters: dict[str, Any] | None = None,
+        caller: dict[str, Any] | None = None,
+        exact: bool = False,
+        include_own_results: bool = False,
+    ) -> Follow:
+        """A standing query: iterate it for each new hit as its event is committed
+        (blocks between hits, like `tail -f`); close it (or leave its `with`) to stop.
+        Runs on a connection of its own; needs piwatchd (an index file does not change)."""
+        if not isinstance(self._transport, SocketTransport):
+            raise PiwatchError("follow needs piwatchd running: an index file alone never changes")
+        try:
+            typed = msgspec.convert(filters or {}, wire.SearchFilters)
+        except msgspec.ValidationError as exc:
+            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(str(exc))}") from None
+        args = wire.FollowArgs(query=query, filters=typed, exact=exact, include_own_results=include_own_results)
+        sock = self._transport.open_stream()
+        message: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": "follow"}
+        message["args"] = wire.to_builtins(args)
+        if caller is not None or self.caller is not None:
+            message["caller"] = caller if caller is not None else self.caller
+        try:
+            send_frame(sock, message)
+            first = self._stream_frame(sock)
+        except BaseException:
+            sock.close()
+            raise
+        result = msgspec.convert(first.result, wire.FollowResult)
+        return Follow(sock, result, self._stream_frame)
+
+    def _stream_frame(self, sock: socket.socket) -> wire.Response:
+        """One frame of a stream as a Response; an error frame raises as `_call` would."""
+        try:
+            raw = recv_frame(sock, MAX_RESPONSE_BYTES)
+            response = msgspec.convert(raw, wire.Response)
+        except TimeoutError:
+            raise  # the caller's wait is over; the stream itself is fine
+        except (ConnectionClosed, OSError) as exc:
+            raise PiwatchError(f"piwatchd ended the follow: {exc}") from None
+        except (ProtocolError, msgspec.ValidationError) as exc:
+            raise PiwatchError(f"bad frame from piwatchd: {exc}") from None
+        if not response.ok:
+            error = response.error or wire.ErrorBody(code=ErrorCode.INTERNAL, message="unknown error")
+            cls = QueryError if error.code == ErrorCode.QUERY_ERROR else RequestFailed
+            raise cls(error.code, error.message)
+        return response
+
     def read(
         self, session_id: str, entry_id: str, *, caller: dict[str, Any] | None = None, **options: Any
     ) -> wire.ReadResult:
@@ -202,3 +263,40 @@ class Client:
             "reindex", wire.ReindexArgs(session_id=session_id), caller or (None if self.caller else ALL)
         )
         return result
+
+
+class Follow:
+    """A running follow: iterate for hits (`updates()` for whole updates with a
+    timeout); `close()` ends it. A reader that falls too far behind is dropped
+    by piwatchd: iteration then raises RequestFailed with code slow_consumer."""
+
+    def __init__(
+        self, sock: socket.socket, result: wire.FollowResult, read: Callable[[socket.socket], wire.Response]
+    ) -> None:
+        self._sock = sock
+        self._read = read
+        self.subscription = result.subscription
+        self.max_queued_hits = result.max_queued_hits
+
+    def __enter__(self) -> Follow:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[wire.Hit]:
+        for update in self.updates():
+            yield from update.hits
+
+    def updates(self, timeout: float | None = None) -> Iterator[wire.FollowUpdate]:
+        """Each pushed update; with `timeout`, stops after that long without one."""
+        while True:
+            self._sock.settimeout(timeout)
+            try:
+                response = self._read(self._sock)
+            except TimeoutError:
+                return
+            yield msgspec.convert(response.result, wire.FollowUpdate)
+
+    def close(self) -> None:
+        self._sock.close()

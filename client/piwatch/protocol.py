@@ -51,7 +51,7 @@ MAX_RESPONSE_BYTES = 32 << 20  # responses carry bounded snippets and previews
 MAX_DEPTH = 16
 _HEADER = struct.Struct("!I")
 
-OPS = ("hello", "status", "search", "read", "trace", "sessions", "reindex")
+OPS = ("hello", "status", "search", "read", "trace", "sessions", "reindex", "follow", "unfollow")
 
 
 class ErrorCode:
@@ -65,6 +65,7 @@ class ErrorCode:
     BUSY = "busy"
     UNAVAILABLE = "unavailable"  # the index cannot be read yet (being created, missing); retry
     INTERNAL = "internal"  # a bug in piwatchd; never the answer to bad input
+    SLOW_CONSUMER = "slow_consumer"  # a follow's reader fell too far behind; that follow ended
 
 
 class ProtocolError(Exception):

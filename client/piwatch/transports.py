@@ -178,6 +178,23 @@ class SocketTransport:
             self._sock.close()
             self._sock = None
 
+    def open_stream(self) -> socket.socket:
+        """A new connection of its own, greeted, for a stream of pushed frames
+        (`follow`): the request/response connection never carries those."""
+        sock = self._connect()
+        if self.greeting is not None:
+            try:
+                send_frame(sock, self.greeting)
+                reply = recv_frame(sock, MAX_RESPONSE_BYTES)
+            except (OSError, ConnectionClosed, ProtocolError) as exc:
+                sock.close()
+                raise PiwatchError(f"piwatchd closed the connection during hello: {exc}") from None
+            if reply.get("ok") is not True:
+                sock.close()
+                error = reply.get("error") or {}
+                raise PiwatchError(f"{error.get('code')}: {error.get('message')}")
+        return sock
+
 
 class _ClosedBeforeReply(Exception):
     """The connection closed before any byte of the reply: safe to send again."""

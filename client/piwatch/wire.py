@@ -46,6 +46,9 @@ __all__ = [
     "ForkStop",
     "FragmentRef",
     "FragmentWindow",
+    "FollowArgs",
+    "FollowResult",
+    "FollowUpdate",
     "Freshness",
     "HelloArgs",
     "HelloResult",
@@ -86,6 +89,8 @@ __all__ = [
     "TowardLeaf",
     "TraceArgs",
     "TraceResult",
+    "UnfollowArgs",
+    "UnfollowResult",
     "Wire",
     "clip",
     "decode_args",
@@ -106,6 +111,8 @@ MAX_LIMIT = 200
 GROUP_EVENTS_MAX = 200
 MAX_OFFSET = 10_000
 MAX_SESSIONS_LIMIT = 500
+MAX_FOLLOWS_PER_CONNECTION = 8  # standing queries one connection may hold
+FOLLOW_QUEUE_HITS = 1000  # hits waiting for a slow reader before its follow is dropped
 SESSIONS_QUERY_HITS = 1000  # `sessions` with a query: sessions among this many best hits
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
@@ -267,6 +274,21 @@ class SearchArgs(_Strict):
     group: Literal["event", "session"] = "event"
 
 
+class FollowArgs(_Strict):
+    """A standing query: new hits for `query` and `filters` as their events are
+    committed, pushed on this connection until `unfollow` or the connection ends."""
+
+    query: str
+    filters: SearchFilters = msgspec.field(default_factory=SearchFilters)
+    include_own_results: bool = False
+    # Only the words as written; otherwise word forms count too (never partial or repaired matches).
+    exact: bool = False
+
+
+class UnfollowArgs(_Strict):
+    subscription: Annotated[int, msgspec.Meta(ge=1, le=MAX_INDEX)]
+
+
 class ReadArgs(_Strict):
     session_id: _Id
     entry_id: _Id
@@ -348,6 +370,28 @@ class Hit(Wire):
     # Below exact: the query words this hit matched and the ones it misses.
     matched: list[str] | None = None
     missing: list[str] | None = None
+
+
+class FollowResult(Wire):
+    """The answer to `follow`; then FollowUpdate results arrive, unasked, with
+    the follow request's id, until `unfollow`. A reader that falls more than
+    `maxQueuedHits` behind gets an error `slow_consumer` with that id instead,
+    and the follow ends."""
+
+    subscription: int
+    max_queued_hits: int
+
+
+class FollowUpdate(Wire):
+    """New hits of a follow (pushed; `id` is the follow request's)."""
+
+    subscription: int
+    hits: list[Hit]
+
+
+class UnfollowResult(Wire):
+    subscription: int
+    stopped: bool  # false: no such follow on this connection (already ended)
 
 
 class SearchScope(Wire):
@@ -770,6 +814,8 @@ ARGS: dict[str, type[Wire]] = {
     "trace": TraceArgs,
     "sessions": SessionsArgs,
     "reindex": ReindexArgs,
+    "follow": FollowArgs,
+    "unfollow": UnfollowArgs,
 }
 
 RESULTS: dict[str, type[Wire]] = {
@@ -780,6 +826,8 @@ RESULTS: dict[str, type[Wire]] = {
     "trace": TraceResult,
     "sessions": SessionsResult,
     "reindex": ReindexResult,
+    "follow": FollowResult,
+    "unfollow": UnfollowResult,
 }
 
 
@@ -818,8 +866,8 @@ def to_builtins(value: Any) -> Any:
 _RAW_CONTROLS = re.compile("[\x7f-\x9f]")
 
 
-def to_json(value: Any, *, indent: int = 2) -> str:
-    """Pretty JSON of any wire value, camelCase, as `--json` prints it: the
+def to_json(value: Any, *, indent: int | None = 2) -> str:
+    """Pretty JSON of any wire value (one line with `indent=None`), camelCase, as `--json` prints it: the
     exact text, with every control character JSON-escaped (`\\u001b`,
     `\\u009b`), so the output is safe on a terminal and decodes to the same values."""
     text = json.dumps(to_builtins(value), indent=indent, ensure_ascii=False)
@@ -833,12 +881,14 @@ def schema() -> dict[str, Any]:
     """JSON Schema of the whole contract: `{"ops": {op: {"args", "result"}},
     "envelope", "$defs"}`. The Pi extension's TypeScript types are checked
     against this; `python -m piwatch.wire` prints it."""
-    types = [*ARGS.values(), *RESULTS.values(), Caller, Response, Notice, Freshness, ErrorBody]
+    types = [*ARGS.values(), *RESULTS.values(), FollowUpdate, Caller, Response, Notice, Freshness, ErrorBody]
     refs, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     by_type = dict(zip(types, refs))
     return {
         "title": "piwatch wire contract",
         "ops": {op: {"args": by_type[ARGS[op]], "result": by_type[RESULTS[op]]} for op in ARGS},
+        # Pushed after a follow's result, with its request id, until unfollow.
+        "pushed": {"follow": by_type[FollowUpdate]},
         "caller": by_type[Caller],
         "response": by_type[Response],
         "errorCodes": sorted(v for k, v in vars(ErrorCode).items() if k.isupper()),

@@ -140,6 +140,8 @@ class SearchFilters:
     # piwatch's own Pi tool results (tagged `details.piwatch`) are history of
     # searching, not of the work: hidden from the Pi tool unless asked.
     exclude_own_results: bool = False
+    # Only these events (their rowids): a standing query (`follow`) searches just what a commit added.
+    event_rowids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +234,7 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
     _in("e.session_id", f.session_ids, where, params)
+    _in("e.event_rowid", f.event_rowids, where, params)
     if f.exclude_sessions:
         where.append(f"e.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
         params.extend(f.exclude_sessions)

@@ -183,6 +183,8 @@ def filter_clauses(f: SearchFilters) -> list[Clause]:
     ):
         if values:
             out.append(Clause("must", _any(field, values)))
+    if f.event_rowids:
+        out.append(Clause("must", _any("event", [str(r) for r in f.event_rowids])))
     if f.exclude_sessions:
         out.append(Clause("must_not", _any("session", f.exclude_sessions)))
     if f.cwd is not None:

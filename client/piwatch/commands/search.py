@@ -34,6 +34,12 @@ def add_parser(sub) -> None:
         action="store_true",
         help="only events holding every word as written: no word forms, repaired words or partial matches",
     )
+    p_search.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="print each new hit as its event is indexed, until interrupted (like tail -f); needs piwatchd",
+    )
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
     p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
@@ -156,7 +162,7 @@ def _when(ts: str | None) -> str:
     return (ts or "?")[:19].replace("T", " ")
 
 
-def _print_hit(lead: str, hit: dict[str, Any], out, colour: bool) -> None:
+def _print_hit(lead: str, hit: Any, out, colour: bool) -> None:
     ev = hit["evidence"]
     tool = f" tool={ev['toolName']}" if ev.get("toolName") else ""
     err = " ERROR" if hit["isError"] else ""
@@ -196,7 +202,45 @@ def print_sessions(result: dict[str, Any], out, colour: bool | None = None) -> N
         print(f"(more sessions: --offset {result['offset'] + len(sessions)})", file=out)
 
 
+def follow(ns: argparse.Namespace) -> int:
+    """`--follow`: a standing query on piwatchd; one hit (or one JSON line) at a time, flushed."""
+    import sys
+
+    from piwatch.client import Client, PiwatchError
+    from piwatch.wire import to_json
+
+    from ..colour import visible_controls
+    from ._common import caller_from
+
+    if ns.db or ns.group == "session" or ns.offset:
+        print("piwatch: --follow takes no --db, --sessions or --offset (it follows piwatchd live)", file=sys.stderr)
+        return 2
+    args = search_args(ns)
+    out = SafeText(sys.stdout, use_colour(ns.color, sys.stdout, os.environ))
+    try:
+        with (
+            Client(ns.socket) as client,
+            client.follow(args["query"], filters=args["filters"], caller=caller_from(ns), exact=ns.exact) as stream,
+        ):
+            print(
+                f"piwatch: following {args['query']!r}; new hits appear as they are indexed (Ctrl-C stops)",
+                file=sys.stderr,
+            )
+            for hit in stream:
+                if ns.json:
+                    print(to_json(hit, indent=None))
+                else:
+                    _print_hit("", hit, out, out.colour)
+                sys.stdout.flush()
+    except PiwatchError as exc:
+        print(f"piwatch: {visible_controls(str(exc))}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def run(ns: argparse.Namespace) -> int:
+    if ns.follow:
+        return follow(ns)
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait

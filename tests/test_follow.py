@@ -1,0 +1,248 @@
+"""Standing queries (`follow`, issue 18) end to end against piwatchd as a
+subprocess: appends arrive about when a search could first find them, other
+projects never arrive, a slow reader is dropped without holding up the
+others, and a thousand idle follows cost bounded memory."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import psutil
+import pytest
+from conftest import jsonl, msg
+from piwatch import wire
+from piwatch.client import RequestFailed
+from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, recv_frame, send_frame
+from test_daemon import world  # noqa: F401 (world: fixture)
+
+pytestmark = pytest.mark.timeout(240)
+
+
+class Appender:
+    """Appends entries to a session file the way Pi does (whole lines)."""
+
+    def __init__(self, path, sid: str, last: str):
+        self.path, self.sid, self.last, self.n = path, sid, last, 0
+
+    def __call__(self, *texts: str) -> list[str]:
+        ids, lines = [], []
+        for text in texts:
+            self.n += 1
+            eid = f"{self.sid}-f{self.n}"
+            lines.append(msg(eid, self.last, "user", text))
+            self.last = eid
+            ids.append(eid)
+        with open(self.path, "ab") as fh:
+            fh.write(jsonl(*lines))
+        return ids
+
+
+def _collect(follow, into: list, stop: threading.Event):
+    try:
+        while not stop.is_set():
+            for update in follow.updates(timeout=0.2):
+                into.extend((time.monotonic(), h) for h in update.hits)
+    except Exception as exc:  # recorded for the assertion
+        into.append((time.monotonic(), exc))
+
+
+def test_appends_arrive_as_soon_as_search_finds_them(world):
+    append = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
+    with world.client({"cwd": str(world.proj)}) as c:
+        follow = c.follow("narwhal")
+        got: list = []
+        stop = threading.Event()
+        t = threading.Thread(target=_collect, args=(follow, got, stop))
+        t.start()
+        try:
+            lags = []
+            for i in range(5):
+                start = time.monotonic()
+                (eid,) = append(f"narwhal sighting {i}")
+                found = None
+                while found is None and time.monotonic() - start < 10:
+                    if any(h.entry_id == eid for h in c.search("narwhal", limit=50).hits):
+                        found = time.monotonic()
+                    time.sleep(0.005)
+                while not any(not isinstance(h, Exception) and h.entry_id == eid for _, h in got):
+                    assert time.monotonic() - start < 10, got
+                    time.sleep(0.002)
+                arrived = next(at for at, h in got if not isinstance(h, Exception) and h.entry_id == eid)
+                lags.append((found - start, arrived - start))
+            # The follow hears each commit: no later than a polling search (+ its poll and a busy machine's slack).
+            assert all(follow_s <= search_s + 0.25 for search_s, follow_s in lags), lags
+            hits = [h for _, h in got]
+            assert [h.entry_id for h in hits] == [f"s-proj-f{i}" for i in range(1, 6)]
+            assert all(h.snippet and h.spans for h in hits)
+        finally:
+            stop.set()
+            t.join(5)
+            follow.close()
+
+
+def test_other_projects_never_arrive(world):
+    mine = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
+    theirs = Appender(world.root / "c" / "s-prefix.jsonl", "s-prefix", "s-prefix-e0")
+    with world.client({"cwd": str(world.proj)}) as c, world.client({"all": True}) as everyone:
+        ours, every = c.follow("okapi"), everyone.follow("okapi")
+        theirs("okapi in the other project")
+        mine("okapi here")
+        theirs("okapi again elsewhere")
+        seen_all = []
+        for update in every.updates(timeout=5):
+            seen_all += [h.session_id for h in update.hits]
+            if len(seen_all) >= 3:
+                break
+        seen_ours = [h.session_id for u in ours.updates(timeout=1.5) for h in u.hits]
+        assert sorted(seen_all) == ["s-prefix", "s-prefix", "s-proj"]
+        assert seen_ours == ["s-proj"]
+        ours.close()
+        every.close()
+
+
+def _raw_follow(world, query: str, caller: dict) -> tuple[socket.socket, dict]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(world.sock))
+    sock.settimeout(10)
+    send_frame(sock, {"v": PROTOCOL_VERSION, "id": 0, "op": "hello", "args": {"proto": PROTOCOL_VERSION}})
+    assert recv_frame(sock, 1 << 24)["ok"]
+    send_frame(sock, {"v": PROTOCOL_VERSION, "id": 7, "op": "follow", "args": {"query": query}, "caller": caller})
+    return sock, recv_frame(sock, 1 << 24)
+
+
+def test_a_slow_reader_is_dropped_and_the_others_go_on(world):
+    flood = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
+    slow, ack = _raw_follow(world, "deluge", {"cwd": str(world.proj)})
+    assert ack["ok"], ack
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # it reads nothing from here on
+    with world.client({"cwd": str(world.proj)}) as c:
+        fast = c.follow("deluge")
+        got: list = []
+        stop = threading.Event()
+        t = threading.Thread(target=_collect, args=(fast, got, stop))
+        t.start()
+        try:
+            for _ in range(6):
+                flood(*[f"deluge wave {i} " + "x" * 200 for i in range(400)])
+                time.sleep(0.3)
+            deadline = time.monotonic() + 60
+            while len(got) < 2400 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not [h for _, h in got if isinstance(h, Exception)]
+            assert len({h.entry_id for _, h in got}) == 2400
+            # Others' searches still answer promptly while the slow reader sits there.
+            start = time.monotonic()
+            assert c.search("deluge", limit=5).hits
+            assert time.monotonic() - start < 2.0
+        finally:
+            stop.set()
+            t.join(5)
+            fast.close()
+    # The slow reader, reading at last: the updates that fit its buffers, then the drop.
+    slow.settimeout(10)
+    codes = []
+    while True:
+        frame = recv_frame(slow, 1 << 24)
+        if not frame["ok"]:
+            codes.append(frame["error"]["code"])
+            assert frame["id"] == 7 and "behind" in frame["error"]["message"]
+            break
+    assert codes == [ErrorCode.SLOW_CONSUMER]
+    slow.close()
+
+
+def test_follow_limits_and_errors(world):
+    with world.client({"cwd": str(world.proj)}) as c:
+        follows = [c.follow(f"q{i}") for i in range(wire.MAX_FOLLOWS_PER_CONNECTION)]
+        for f in follows:
+            f.close()
+    sock, ack = _raw_follow(world, "a", {"cwd": str(world.proj)})
+    ids = [ack["result"]["subscription"]]
+    for i in range(wire.MAX_FOLLOWS_PER_CONNECTION):
+        send_frame(sock, {"v": 1, "id": 10 + i, "op": "follow", "args": {"query": f"w{i}"}, "caller": {"all": True}})
+        reply = recv_frame(sock, 1 << 24)
+        if i < wire.MAX_FOLLOWS_PER_CONNECTION - 1:
+            ids.append(reply["result"]["subscription"])
+        else:
+            assert reply["error"]["code"] == ErrorCode.BUSY and "at most" in reply["error"]["message"]
+    send_frame(sock, {"v": 1, "id": 99, "op": "unfollow", "args": {"subscription": ids[0]}})
+    assert recv_frame(sock, 1 << 24)["result"] == {"subscription": ids[0], "stopped": True}
+    send_frame(sock, {"v": 1, "id": 100, "op": "follow", "args": {"query": "again"}, "caller": {"all": True}})
+    assert recv_frame(sock, 1 << 24)["ok"]
+    send_frame(sock, {"v": 1, "id": 101, "op": "follow", "args": {"query": "x", "bogus": 1}, "caller": {"all": True}})
+    assert recv_frame(sock, 1 << 24)["error"]["code"] == ErrorCode.BAD_REQUEST
+    send_frame(sock, {"v": 1, "id": 102, "op": "follow", "args": {"query": "x"}})  # no caller
+    assert recv_frame(sock, 1 << 24)["error"]["code"] == ErrorCode.BAD_REQUEST
+    sock.close()
+    with world.client({"cwd": str(world.proj)}) as c, pytest.raises(RequestFailed):
+        c.follow("x", filters={"nonsense": 1})
+
+
+def test_a_thousand_idle_follows_cost_bounded_memory(world):
+    proc = psutil.Process(world.proc.pid)
+    before = proc.memory_info().rss
+    socks = []
+    try:
+        for _ in range(1000 // wire.MAX_FOLLOWS_PER_CONNECTION):
+            sock, ack = _raw_follow(world, "idle0", {"cwd": str(world.proj)})
+            assert ack["ok"], ack
+            for i in range(1, wire.MAX_FOLLOWS_PER_CONNECTION):
+                send_frame(
+                    sock, {"v": 1, "id": i, "op": "follow", "args": {"query": f"idle{i}"}, "caller": {"all": True}}
+                )
+                assert recv_frame(sock, 1 << 24)["ok"]
+            socks.append(sock)
+        grown = proc.memory_info().rss - before
+        assert grown < 64 * 2**20, f"1000 follows grew RSS by {grown / 2**20:.1f} MiB"
+        # Still answering, and a commit with 1000 follows to evaluate does not stall others.
+        Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")("idle3 idle5 after")
+        with world.client({"cwd": str(world.proj)}) as c:
+            assert c.search("idle3", wait=5, filters={"sessionId": ["s-proj"]}).hits
+        got = 0
+        for sock in socks:
+            sock.settimeout(10)
+            frame = recv_frame(sock, 1 << 24)  # each connection follows idle3 and idle5: one update first
+            assert frame["ok"] and frame["result"]["hits"][0]["snippet"]
+            got += 1
+        assert got == len(socks)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_cli_search_follow_prints_hits_as_they_arrive(world):
+    import json
+    import signal
+    import subprocess
+
+    from test_daemon import BIN
+
+    append = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
+    for args, parse in (
+        (["--json"], lambda line: json.loads(line)["entryId"]),
+        (["--color", "never"], lambda line: line),
+    ):
+        proc = subprocess.Popen(
+            [str(BIN / "piwatch"), "search", "quokka", "--follow", *args],
+            cwd=str(world.proj),
+            env=world.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert "following" in proc.stderr.readline()
+            (eid,) = append("quokka \x1b[31mred\x1b[0m spotted")
+            lines = [proc.stdout.readline() for _ in range(1 if "--json" in args else 3)]
+            assert eid in parse(lines[0]) if "--json" in args else eid in lines[1]
+            assert "\x1b" not in "".join(lines)  # session text never reaches the terminal raw
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(10) == 130
+            assert "Traceback" not in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = world.cli("search", "quokka", "--follow", "--db", str(world.db))
+    assert out.returncode == 2 and "--follow" in out.stderr
