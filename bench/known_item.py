@@ -29,7 +29,7 @@ from bench.ingest import BIN, OUT, corpus, parse_bytes
 from piwatchd.index.query import SearchRequest
 from piwatchd.index.schema import open_reader
 from piwatchd.index.search import search
-from piwatchd.index.tantivy_text import TantivyText, text_dir
+from piwatchd.text.tantivy.index import TantivyText, text_dir
 
 _WORD = re.compile(r"[A-Za-z]{4,}")
 ENGINES = ("tantivy", "fts5")

@@ -36,13 +36,14 @@ import time
 from pathlib import Path
 
 from bench.ingest import OUT, REPO, corpus, parse_bytes
-from piwatchd.index.schema import DEFAULT_ENGINE, open_writer
+from piwatchd.index.schema import open_writer
 from piwatchd.index.writer import IndexWriter
 from piwatchd.indexer import reconcile
 from piwatchd.project import project_entry
 from piwatchd.redact import BUILTIN_RULES, DEFAULT_RULES, NO_RULES, Rules, find, redact
 from piwatchd.source.lines import split_complete_lines
 from piwatchd.source.parser import ParserState, parse_lines
+from piwatchd.text.engine import DEFAULT_ENGINE
 
 sys.path.insert(0, str(REPO / "tests"))
 from redact_cases import LOOKALIKES, PLANTED

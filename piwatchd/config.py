@@ -28,6 +28,7 @@ from pathlib import Path
 import platformdirs
 
 from .redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
+from .text.engine import DEFAULT_ENGINE, ENGINE_NAMES
 
 __all__ = ["Settings", "load_settings", "config_path"]
 
@@ -47,8 +48,8 @@ class Settings:
     # the whole root (say a monorepo), ahead of its Git worktree root.
     workspace_roots: tuple[str, ...] = field(default_factory=tuple)
     redact_rules: Rules = DEFAULT_RULES
-    # The text engine: "tantivy" (default) or "fts5"; changing it rebuilds the index.
-    engine: str = "tantivy"
+    # The text engine's name (piwatchd.text.engine); changing it rebuilds the index.
+    engine: str = DEFAULT_ENGINE
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -73,9 +74,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         rules = rules_from_config(data.get("redact"))
     except RulesError as exc:
         raise SystemExit(f"piwatch: config {path}: {exc}") from exc
-    engine = env.get("PIWATCH_ENGINE") or data.get("engine") or "tantivy"
-    if engine not in ("tantivy", "fts5"):
-        raise SystemExit(f'piwatch: config {path}: engine must be "tantivy" or "fts5", not {engine!r}')
+    engine = env.get("PIWATCH_ENGINE") or data.get("engine") or DEFAULT_ENGINE
+    if engine not in ENGINE_NAMES:
+        names = " or ".join(f'"{name}"' for name in ENGINE_NAMES)
+        raise SystemExit(f"piwatch: config {path}: engine must be {names}, not {engine!r}")
     return Settings(
         Path(db).expanduser(),
         tuple(os.path.expanduser(p) for p in extra),

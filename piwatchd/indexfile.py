@@ -28,6 +28,8 @@ import stat
 from pathlib import Path
 from typing import IO
 
+from .text.engine import DEFAULT_ENGINE, all_engines
+
 __all__ = [
     "PRIVATE_UMASK",
     "SIDE_SUFFIXES",
@@ -120,13 +122,15 @@ def lock_index(db_path: str | os.PathLike, holder: str) -> IO[str]:
 
 def discard_index(db_path: str | os.PathLike) -> None:
     """Remove the index file, its WAL/SHM (an old WAL would otherwise be
-    applied to the new file) and its text-index directory (`<db>.tantivy`,
-    whose documents belong to the old file's rows). The index is disposable:
-    the sources rebuild it."""
+    applied to the new file) and what any text engine keeps beside it (whose
+    documents belong to the old file's rows). The index is disposable: the
+    sources rebuild it."""
     for path in (Path(db_path), *(Path(f"{db_path}{s}") for s in ("-wal", "-shm", "-journal"))):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-    shutil.rmtree(f"{db_path}.tantivy", ignore_errors=True)
+    for engine in all_engines():  # the file may be unreadable: which engine built it is unknown
+        for side in engine.side_paths(Path(db_path)):
+            shutil.rmtree(side, ignore_errors=True)
 
 
 class NotAnIndex(Exception):
@@ -153,7 +157,7 @@ def open_or_rebuild(db_path: str | os.PathLike, engine: str | None = None) -> tu
     """The write connection; an SQLite file that cannot be used as an index
     (corrupt) is discarded and created anew. Returns (connection, why it was
     rebuilt, or None). Raises NotAnIndex for a file that never was SQLite."""
-    from .index.schema import DEFAULT_ENGINE, open_writer
+    from .index.schema import open_writer
 
     engine = engine or DEFAULT_ENGINE
     try:

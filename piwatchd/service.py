@@ -38,22 +38,19 @@ from piwatch.rates import RateMeter
 
 from .commits import CommitSignal
 from .inbox import Inbox, Work
-from .index.engines import Repaid
 from .index.writer import IndexWriter
 from .indexer import RemovalGuard, scan
 from .indexfile import discard_index, open_or_rebuild, prepare_index_path
 from .ingest import Ingestor, IngestOutcome
 from .model import excerpt
 from .source.discovery import is_session_filename
+from .text.engine import DEFAULT_ENGINE, Repaid
 
 __all__ = ["STATE_KEY", "Service", "ServiceConfig", "retry_delay"]
 
 log = logging.getLogger("piwatchd.service")
 
 STATE_KEY = "service"
-# Idle FTS merging starts after this much new data, in steps of this many pages.
-MERGE_AFTER_BYTES = 16 * 1024 * 1024
-MERGE_STEP_PAGES = 256
 _MAX_FILE_ERRORS = 50
 _LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one file's
 # A reader's report of a damaged index is checked at most this often.
@@ -80,7 +77,7 @@ class ServiceConfig:
     gone_recheck_delay: float = 0.1
     state_interval: float = 1.0  # how often progress is written while busy
     heartbeat_interval: float = 5.0
-    engine: str = "tantivy"  # text engine: tantivy | fts5
+    engine: str = DEFAULT_ENGINE  # the text engine's name (piwatchd.text.engine)
 
 
 @dataclass(slots=True)
@@ -164,7 +161,6 @@ class Service:
         self._index_id: tuple[int, int] | None = None
         self._last_verify = -VERIFY_MIN_SECONDS
         self.last_loop = clock()  # the watchdog ping is tied to this moving
-        self._merged_at_bytes = 0
         self._next_suspect_repay = 0.0
         self._suspect_attempts = 0
 
@@ -296,8 +292,8 @@ class Service:
             return
         self._caught_up()
         self._write_state()
-        if self.inbox.pending() == 0 and self._merge_step():
-            return  # more FTS merging to do; new hints are checked first
+        if self.inbox.pending() == 0 and self.writer.maintain_text():
+            return  # more engine maintenance to do; new hints are checked first
         if self.inbox.pending() == 0:
             self._repay_suspect()
         self._idle(work, bool(due))
@@ -433,26 +429,6 @@ class Service:
         """The errors key of a session: its file, as for every other per-file problem."""
         owner = self.writer.session_owner(session_id)
         return owner[1] if owner else f"session {excerpt(session_id)}"
-
-    # -- FTS segment merging -------------------------------------------------------
-
-    def _merge_step(self) -> bool:
-        """One bounded step of FTS5 segment merging while otherwise idle.
-
-        Ingest runs with a lazy automerge (fewer, larger merges: a faster cold
-        index); once the backlog is gone, idle time merges the segments so
-        queries touch few of them. Returns True while there is more to merge.
-        """
-        if self.writer.engine != "fts5" or self.progress.bytes_ingested - self._merged_at_bytes < MERGE_AFTER_BYTES:
-            return False
-        conn = self.writer.conn
-        before = conn.total_changes
-        with self.writer.transaction():
-            conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('merge', ?)", (MERGE_STEP_PAGES,))
-        if conn.total_changes - before < 2:  # FTS5's own "nothing left to merge" signal
-            self._merged_at_bytes = self.progress.bytes_ingested
-            return False
-        return True
 
     # -- batches -----------------------------------------------------------------
 

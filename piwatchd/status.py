@@ -21,7 +21,7 @@ from piwatch import wire
 
 from .index.query import roots_clause
 from .index.redaction import index_rules, redaction_totals
-from .index.tantivy_text import text_dir
+from .text.engine import engine_of
 
 __all__ = ["collect_status", "read_service_state", "service_status", "STATES"]
 
@@ -92,12 +92,6 @@ def _recorded_service(conn: sqlite3.Connection) -> wire.ServiceStatus | None:
     return service_status({**snap, "running": alive, "updated_age_s": round(time.time() - row[1] / 1000, 1)})
 
 
-def text_index_bytes(db: Path) -> int:
-    """The Tantivy text index beside the SQLite file (a few segment files)."""
-    d = text_dir(db)
-    return sum(f.stat().st_size for f in d.iterdir() if f.is_file()) if d.is_dir() else 0
-
-
 def collect_status(
     conn: sqlite3.Connection,
     db_path: str | os.PathLike,
@@ -158,7 +152,7 @@ def collect_status(
         )
     ]
     db = Path(db_path)
-    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + text_index_bytes(db)
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + engine_of(conn).index_bytes(db)
     return wire.StatusResult(
         db=str(db) if roots is None else None,
         index_bytes=size if roots is None else 0,

@@ -23,8 +23,9 @@ import pitools
 
 from piwatchd.direct import index_once
 from piwatchd.index.query import QueryError, SearchFilters, SearchRequest
-from piwatchd.index.schema import index_engine, open_reader
+from piwatchd.index.schema import open_reader
 from piwatchd.index.search import search
+from piwatchd.text.engine import index_engine
 
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(900)]
 

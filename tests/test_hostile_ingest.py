@@ -25,10 +25,10 @@ from piwatch.client import Client
 from piwatch.transports import SocketTransport
 from test_live import FOLDER, Daemon, live, poll, q  # noqa: F401 (live: fixture)
 
-from piwatchd.index.tantivy_text import text_dir
-from piwatchd.index.textfeed import MAX_REPAY_ATTEMPTS
 from piwatchd.project import MAX_FRAGMENTS_PER_EVENT
 from piwatchd.relations import MAX_PATHS_PER_EVENT
+from piwatchd.text.tantivy.feed import MAX_REPAY_ATTEMPTS
+from piwatchd.text.tantivy.index import text_dir
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -507,7 +507,7 @@ def _text_snapshot(db: Path, manifest: dict):
     from piwatchd.index.query import SearchRequest
     from piwatchd.index.schema import open_reader
     from piwatchd.index.search import search
-    from piwatchd.index.tantivy_text import TantivyText, text_dir
+    from piwatchd.text.tantivy.index import TantivyText, text_dir
 
     conn = open_reader(db)
     try:

@@ -7,8 +7,8 @@ import random
 import pytest
 from conftest import jsonl, msg, v3_header
 
-import piwatchd.index.fts5_search as plans
 import piwatchd.index.search as search_mod
+import piwatchd.text.fts5.search as plans
 from piwatchd.direct import index_once
 from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
 from piwatchd.index.schema import open_reader

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from conftest import jsonl, msg, v3_header
 
-from piwatchd.index.tantivy_text import text_dir
+from piwatchd.text.tantivy.index import text_dir
 
 SESSIONS = {
     "a.jsonl": jsonl(

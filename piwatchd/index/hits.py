@@ -52,7 +52,7 @@ class time_limit:
 
 
 def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
-    """Plain text with match spans from an FTS5 snippet marked by \\x02/\\x03.
+    """Plain text with match spans from an engine's raw snippet marked by \\x02/\\x03.
 
     Whitespace is collapsed and the result is cut to SNIPPET_MAX_CHARS around
     the first match; the text itself is never altered otherwise.

@@ -13,27 +13,21 @@ import sqlite3
 from pathlib import Path
 
 from ..redact import Rules
+from ..text.engine import DEFAULT_ENGINE, all_engines, engine_named, index_engine
 from .redaction import record_rules, stored_fingerprint
 
 __all__ = [
     "SCHEMA_VERSION",
-    "ENGINES",
-    "DEFAULT_ENGINE",
     "open_writer",
     "open_reader",
     "ensure_schema",
-    "index_engine",
     "SchemaMismatch",
     "searchable_bytes",
 ]
 
 SCHEMA_VERSION = 9
-# Text engines (providers): Tantivy by default; SQLite FTS5 kept, chosen by config `engine = "fts5"`.
-ENGINES = ("tantivy", "fts5")
-DEFAULT_ENGINE = "tantivy"
 
 _TABLES = (
-    "fragments_fts",
     "fragments",
     "events",
     "sessions",
@@ -129,9 +123,9 @@ CREATE INDEX events_session_ordinal ON events(session_id, ordinal);
 -- Children of an entry, for branch-order reads and traces.
 CREATE INDEX events_session_parent ON events(session_id, parent_id);
 
--- body/tail/meta hold the text only for the FTS5 engine; with Tantivy the
--- text is in the text index alone (never stored twice) and reads re-project
--- it from the source file.
+-- body/tail/meta hold the text only when the engine keeps it in SQLite
+-- (`keeps_text`); otherwise the text is in the engine's index alone (never
+-- stored twice) and reads re-project it from the source file.
 CREATE TABLE fragments (
     frag_rowid  INTEGER PRIMARY KEY AUTOINCREMENT,
     event_rowid INTEGER NOT NULL,
@@ -219,25 +213,6 @@ CREATE TABLE service_state (
 """
 
 
-_FTS5_SCHEMA = """
--- External content: snippets read the text from `fragments`; head and tail
--- of an oversized fragment are separate columns, so no phrase spans the gap.
--- Rows enter the FTS index from IndexWriter in the same transaction, not by
--- an insert trigger: passing large text through a trigger doubled ingest time.
-CREATE VIRTUAL TABLE fragments_fts USING fts5(
-    body, tail, meta,
-    content='fragments', content_rowid='frag_rowid',
-    tokenize='unicode61 remove_diacritics 2'
-);
--- Meta words (tool name, error, custom type) count less than the text itself.
-INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.25)');
-CREATE TRIGGER fragments_ad AFTER DELETE ON fragments BEGIN
-    INSERT INTO fragments_fts(fragments_fts, rowid, body, tail, meta)
-    VALUES ('delete', old.frag_rowid, old.body, old.tail, old.meta);
-END;
-"""
-
-
 def searchable_bytes(conn: sqlite3.Connection, path: str) -> int | None:
     """How much of a source file is searchable: its checkpoint, or 0 while its
     session still waits for the text index to commit (`text_debt`); None when
@@ -250,15 +225,6 @@ def searchable_bytes(conn: sqlite3.Connection, path: str) -> int | None:
     if row is None:
         return None
     return 0 if row[1] else row[0]
-
-
-def index_engine(conn: sqlite3.Connection) -> str | None:
-    """The text engine that built this index (None for an empty or foreign file)."""
-    try:
-        row = conn.execute("SELECT value FROM index_meta WHERE key='engine'").fetchone()
-    except sqlite3.OperationalError:
-        return None
-    return row[0] if row else None
 
 
 class SchemaMismatch(Exception):
@@ -274,10 +240,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None, engine: 
     """Create or recreate the schema. Returns True when the index was (re)built empty.
 
     `rules`: the redaction rules in force (None: from the config file).
-    `engine`: the text engine; a different one rebuilds (the index is disposable).
+    `engine`: the text engine's name; a different one rebuilds (the index is disposable).
     """
-    if engine not in ENGINES:
-        raise ValueError(f"unknown text engine {engine!r}: use one of {', '.join(ENGINES)}")
+    text = engine_named(engine)  # an unknown name fails here, before anything is dropped
     if rules is None:
         from ..config import load_settings  # the config module reads files; imported only when needed
 
@@ -285,10 +250,11 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None, engine: 
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION and stored_fingerprint(conn) == rules.fingerprint and index_engine(conn) == engine:
         return False
-    drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in _TABLES)
-    extra = _FTS5_SCHEMA if engine == "fts5" else ""
+    # Every engine's own tables too: the index may have been built by another.
+    tables = [t for e in all_engines() for t in e.tables] + list(_TABLES)
+    drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in tables)
     # One script, one transaction: a crash leaves the old schema or the new.
-    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA}{extra};PRAGMA user_version = {SCHEMA_VERSION};")
+    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA}{text.schema_sql};PRAGMA user_version = {SCHEMA_VERSION};")
     try:
         conn.execute("INSERT INTO index_meta(key, value) VALUES ('engine', ?)", (engine,))
         record_rules(conn, rules)
@@ -315,15 +281,7 @@ def open_writer(path: str | Path, rules: Rules | None = None, engine: str = DEFA
     ensure_schema(conn, rules, engine)
     # Keep the WAL file from staying at its high-water mark after a checkpoint.
     conn.execute("PRAGMA journal_size_limit = 16777216")
-    if engine == "fts5":
-        # FTS5 segment merges re-read recent pages; a larger cache keeps them in memory.
-        conn.execute("PRAGMA cache_size = -65536")
-        # Checkpoint the WAL every ~80 MB instead of every 4 MB: FTS segment pages
-        # rewritten by consecutive batches are then copied back once, not each time.
-        conn.execute("PRAGMA wal_autocheckpoint = 20000")
-        # Merge FTS segments 16 at a time while ingesting (the default 4 redoes
-        # merges often: ~25% of a cold index); the daemon merges fully when idle.
-        conn.execute("INSERT INTO fragments_fts(fragments_fts, rank) VALUES ('automerge', 16)")
+    engine_named(engine).tune(conn)
     return conn
 
 

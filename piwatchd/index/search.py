@@ -2,33 +2,25 @@
 index: rank fragments, coalesce them into event hits, and build bounded,
 marked snippets for the returned page only.
 
-Engines (providers) are `piwatchd.index.text_search` (Tantivy, the default)
-and `piwatchd.index.fts5_search`; each returns the page's rows in one layout
-(`piwatchd.index.hits.page_rows`) and raw marked snippets.
+The engine object that built the index (`piwatchd.text.engine.engine_of`)
+ranks the page: its rows in one layout (`piwatchd.index.hits.page_rows`), raw
+marked snippets and any repairs, rendered here the same way whichever engine ran.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from . import fts5_search, text_search
+from ..text.engine import TextEngine, engine_of
 from .grouping import GROUP_EVENTS_MAX, SessionPager
-from .hits import SNIPPET_MAX_CHARS, Chooser, HitRow, make_snippet, time_limit
+from .hits import SNIPPET_MAX_CHARS, HitRow, make_snippet, time_limit
 from .query import QueryTimeout, SearchRequest, validate_page
-from .schema import DEFAULT_ENGINE, index_engine
 
 __all__ = ["search", "make_snippet", "iso_time", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
-
-RankedPage = Callable[
-    [sqlite3.Connection, SearchRequest, int, "float | None", "Chooser | None"],
-    tuple[list[HitRow], dict[int, str], list[tuple[str, str]]],
-]
-ENGINES: dict[str, RankedPage] = {"tantivy": text_search.ranked_page, "fts5": fts5_search.ranked_page}
 
 
 def iso_time(ms: int | None) -> str | None:
@@ -41,24 +33,23 @@ def iso_time(ms: int | None) -> str | None:
 def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> dict[str, Any]:
     """Return `{"hits": [...], "query": ..., "limit", "offset", "hasMore"}`;
     grouped by session, `hits` is empty and `sessions` holds the page."""
-    expression = validate_page(request)
-    ranked_page = ENGINES[index_engine(conn) or DEFAULT_ENGINE]
+    validate_page(request)
+    engine = engine_of(conn)
     deadline = time.monotonic() + timeout if timeout else None
     if request.group == "session":
-        return _grouped(conn, request, expression, ranked_page, deadline, timeout)
+        return _grouped(conn, request, engine, deadline, timeout)
     need = request.offset + request.limit + 1
     with time_limit(conn, timeout):
-        rows, snippets, repairs = ranked_page(conn, request, need, deadline, None)
+        rows, snippets, repairs = engine.ranked_page(conn, request, need, deadline, None)
     shown = rows[: request.limit]
-    result = _result(request, expression, _hits(shown, snippets), len(rows) > request.limit)
+    result = _result(request, _hits(shown, snippets), len(rows) > request.limit)
     return {**result, **_relaxation(shown, repairs)}
 
 
 def _grouped(
     conn: sqlite3.Connection,
     request: SearchRequest,
-    expression: str,
-    ranked_page: RankedPage,
+    engine: TextEngine,
     deadline: float | None,
     timeout: float | None,
 ) -> dict[str, Any]:
@@ -67,7 +58,7 @@ def _grouped(
     pager = SessionPager(request.offset, request.limit)
     scan = replace(request, offset=0, limit=GROUP_EVENTS_MAX, group="event")
     with time_limit(conn, timeout):
-        rows, snippets, repairs = ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
+        rows, snippets, repairs = engine.ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
     shown = [rows[g.evidence] for g in pager.page]
     evidence = _hits(shown, snippets)
     sessions = [
@@ -83,7 +74,7 @@ def _grouped(
         }
         for g, hit in zip(pager.page, evidence, strict=True)
     ]
-    result = _result(request, expression, [], pager.has_more)
+    result = _result(request, [], pager.has_more)
     return {
         **result,
         **_relaxation(shown, repairs),
@@ -101,10 +92,9 @@ def _relaxation(shown: list[HitRow], repairs: list[tuple[str, str]]) -> dict[str
     }
 
 
-def _result(request: SearchRequest, expression: str, hits: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+def _result(request: SearchRequest, hits: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
     return {
         "query": request.query,
-        "fts": expression,
         "limit": request.limit,
         "offset": request.offset,
         "hasMore": has_more,

@@ -14,7 +14,7 @@ A search answers in tiers, each labelled on its hits:
 
 This module holds the rules (stop-words, repair candidates and choice,
 the partial probe's words and threshold, matched/missing labels); the
-engine (`piwatchd.index.tantivy_text`) runs them against the index.
+engine (`piwatchd.text.tantivy.index`) runs them against the index.
 """
 
 from __future__ import annotations

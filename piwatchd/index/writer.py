@@ -1,4 +1,5 @@
-"""The index writer: every mutation of the index goes through here.
+"""The index writer: the rows of sources, sessions and events, and the text
+engine's half of each write (`piwatchd.text.engine.TextWriter`).
 
 One `IndexWriter` wraps the single write connection and is used by one
 thread. Callers group work in `transaction()`: the rows a read produced and
@@ -18,10 +19,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from ..model import Diagnostic, Event, Header, excerpt
+from ..model import Diagnostic, Event, Fragment, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
-from .engines import Repaid, TextStore, open_text_store
+from ..text.engine import Repaid, TextWriter, engine_of
 from .redaction import add_counts
 
 __all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
@@ -63,6 +64,11 @@ class SourceRecord:
     error: str | None
 
 
+def _fragment_row(event_rowid: int, f: Fragment, with_text: bool) -> tuple:
+    text = (f.text, f.tail, f.meta) if with_text else (None, None, None)
+    return (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, *text, f.full_length)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -88,17 +94,20 @@ def _event_values(ev: Event) -> tuple:
 class IndexWriter:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._savepoints = 0
-        # The text engine's half of every write (piwatchd.index.engines).
-        self.text: TextStore = open_text_store(conn)
-        self.engine = self.text.name
+        # The engine that built this index, and its half of every write.
+        self.engine = engine_of(conn)
+        self.text: TextWriter = self.engine.open_writer(conn)
 
     def flush_text(self, *, idle: bool = True) -> bool:
-        """Commit the text index when idle or due (a no-op for FTS5)."""
+        """Make the text searchable when idle or due; True when something was committed."""
         return self.text.flush(idle=idle)
 
+    def maintain_text(self) -> bool:
+        """One bounded step of the engine's idle maintenance; True while there is more."""
+        return self.text.maintain()
+
     def repay_text_debt(self, *, suspect: bool = False) -> Repaid:
-        """Re-feed sessions the text index may lag (after a crash); nothing for FTS5."""
+        """Re-feed sessions the text index may lag (after a crash); nothing when the engine keeps none."""
         return self.text.repay(suspect=suspect)
 
     def close(self) -> None:
@@ -107,34 +116,16 @@ class IndexWriter:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One atomic unit. Inside an open transaction (the live service batches
-        several files per commit) it is a savepoint, so one file's failure rolls
-        back that file only."""
-        if self.conn.in_transaction:
-            self._savepoints += 1
-            name = f"sp{self._savepoints}"
-            mark = self.text.mark()
-            self.conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield
-            except BaseException:
-                self.conn.execute(f"ROLLBACK TO {name}")
-                self.conn.execute(f"RELEASE {name}")
-                self.text.rollback_to(mark)
-                raise
-            finally:
-                self._savepoints -= 1
-            self.conn.execute(f"RELEASE {name}")
-            return
+        """One atomic unit (never nested: each file commits on its own)."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")
-            self.text.rolled_back()
+            self.text.ended(committed=False)
             raise
         self.conn.execute("COMMIT")
-        self.text.committed()
+        self.text.ended(committed=True)
 
     # -- sources -----------------------------------------------------------
 
@@ -322,7 +313,8 @@ class IndexWriter:
         )
         rowids.update(self._event_rowids(session_id, [ev.entry_id for ev in fresh]))
         fed = [(rowids[ev.entry_id], ev) for ev in fresh]
-        self._insert_fragments([self.text.fragment_row(rowid, f) for rowid, ev in fed for f in ev.fragments])
+        keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
+        self._insert_fragments([_fragment_row(rowid, f, keeps_text) for rowid, ev in fed for f in ev.fragments])
         diagnostics: list[Diagnostic] = []
         replaced: list[int] = []
         for ev in repeats:
@@ -333,7 +325,7 @@ class IndexWriter:
                 (*_event_values(ev), event_rowid),
             )
             conn.execute("DELETE FROM fragments WHERE event_rowid=?", (event_rowid,))
-            self._insert_fragments([self.text.fragment_row(event_rowid, f) for f in ev.fragments])
+            self._insert_fragments([_fragment_row(event_rowid, f, keeps_text) for f in ev.fragments])
             replaced.append(event_rowid)
             fed.append((event_rowid, ev))
             diagnostics.append(

@@ -22,11 +22,11 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..model import Event, Fragment
-from .engines import Repaid, fragment_row_without_text
-from .source_events import project_rows
-from .tantivy_text import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
-from .textdoc import EventFacts, TextDoc
+from ...index.source_events import project_rows
+from ...model import Event, Fragment
+from ..engine import Repaid
+from .doc import EventFacts, TextDoc
+from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 
 __all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "REPAY_SECONDS", "TextFeed"]
 
@@ -47,9 +47,7 @@ def _json_ids(ids: Iterable[int]) -> str:
 
 
 class TextFeed:
-    """The Tantivy engine's `TextStore` (piwatchd.index.engines)."""
-
-    name = "tantivy"
+    """The Tantivy engine's `TextWriter` (piwatchd.text.engine)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -93,11 +91,8 @@ class TextFeed:
 
     # -- queued inside the SQLite transaction ----------------------------------
 
-    def fragment_row(self, event_rowid: int, f: Fragment) -> tuple:
-        return fragment_row_without_text(event_rowid, f)  # the text goes to the text index alone
-
     def fragments_inserted(self, before: int) -> None:
-        pass
+        pass  # their text reaches the text index after COMMIT (`add_events`)
 
     def _owe(self, session_id: str) -> None:
         if session_id not in self._owed:
@@ -121,15 +116,12 @@ class TextFeed:
             self._owe(session_id)
             self._ops.append(("changed", session_id, entry_ids))
 
-    def mark(self) -> int:
-        return len(self._ops)
-
-    def rollback_to(self, mark: int) -> None:
-        del self._ops[mark:]
-
-    def rolled_back(self) -> None:
-        """The transaction rolled back: its queued operations never happened,
-        and its debt rows are gone with it."""
+    def ended(self, *, committed: bool) -> None:
+        """After COMMIT, apply the queued operations; after a rollback they
+        never happened, and the transaction's debt rows are gone with it."""
+        if committed:
+            self._apply()
+            return
         self._ops.clear()
         self._owed = {s for s in self._owed if self._still_owed(s)}
 
@@ -138,7 +130,7 @@ class TextFeed:
 
     # -- applied after COMMIT ---------------------------------------------------
 
-    def committed(self) -> None:
+    def _apply(self) -> None:
         """Apply the committed transaction's operations: deletes in order, then
         the new events' documents, then re-fed documents of earlier events
         whose state changed (new events already carry their final state)."""
@@ -199,6 +191,9 @@ class TextFeed:
             )
             self.conn.execute("COMMIT")
         return True
+
+    def maintain(self) -> bool:
+        return False  # Tantivy merges segments in its own threads
 
     def repay(self, *, suspect: bool = False) -> Repaid:
         """Re-feed sessions the text index may lag (after a crash or a lost text

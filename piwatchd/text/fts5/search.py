@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
-from .query import (
+from ...index.hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from ...index.query import (
     SearchRequest,
     build_candidates_sql,
     build_search_sql,

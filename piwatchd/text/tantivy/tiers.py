@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 from tantivy import Occur, Query
 
-from .identifiers import camel_parts, identifier_parts
-from .query import SearchFilters, Term
-from .tantivy_text import FORMS_FIELD, TantivyText
-from .tiers import edits1, idf, rank_repairs, repair_distance
+from ...index.identifiers import camel_parts, identifier_parts
+from ...index.query import SearchFilters, Term
+from ...index.tiers import edits1, idf, rank_repairs, repair_distance
+from .index import FORMS_FIELD, TantivyText
 
 __all__ = ["Repairs", "forms_tokens", "matched_words", "repairs", "word_query", "partial_word_query"]
 

@@ -3,9 +3,10 @@ admits (pure).
 
 A text-index document is one fragment: its searchable text (head, tail and
 meta words) plus the filter values of its event, so every structured filter
-runs inside the text index and ranking never has to post-filter. This module
+runs inside the text index and its top fragments already pass them (the SQL
+filters applied when hits are coalesced are the same admission). This module
 builds those values from index rows and turns `SearchFilters` into abstract
-clauses; `piwatchd.index.tantivy_text` translates both to Tantivy.
+clauses; `piwatchd.text.tantivy.index` translates both to Tantivy.
 
 Paths are indexed with all their ancestors (`/a`, `/a/b`, `/a/b/c`), so "this
 directory or below, on a component boundary" is one exact term lookup:
@@ -17,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .identifiers import camel_parts
-from .query import OWN_TOOLS, SearchFilters
+from ...index.identifiers import camel_parts
+from ...index.query import OWN_TOOLS, SearchFilters
 
 __all__ = [
     "ANY_PATH",

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 
 from tantivy import Query
 
-from ..model import Fragment
-from .hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
-from .identifiers import split_segment
-from .query import QueryTimeout, SearchRequest, Term, parse_query
-from .source_events import project_rows
-from .tantivy_text import TantivyText, text_reader
-from .tantivy_tiers import Repairs, forms_tokens, matched_words, partial_word_query, repairs, word_query
-from .tiers import label, partial_plan
+from ...index.hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from ...index.identifiers import split_segment
+from ...index.query import QueryTimeout, SearchRequest, Term, parse_query
+from ...index.source_events import project_rows
+from ...index.tiers import label, partial_plan
+from ...model import Fragment
+from .index import TantivyText, text_reader
+from .tiers import Repairs, forms_tokens, matched_words, partial_word_query, repairs, word_query
 
 __all__ = ["ranked_page"]
 

@@ -1,0 +1,175 @@
+"""The text engine: one object per engine, the only code that knows which
+engine built an index (the contract calls engines providers).
+
+httpx's transport is the model: a small protocol, two implementations
+(`piwatchd.text.tantivy.engine`, the default, and `piwatchd.text.fts5.engine`),
+chosen here, in one place (`engine_named`, `engine_of`). The read model, the
+writer, the service, status and the api ask the engine object:
+
+- schema: the DDL it adds to the read model (`schema_sql`), and whether
+  SQLite's `fragments` rows keep the text (`keeps_text`);
+- writing: `open_writer` gives the writer's half (`TextWriter`), which also
+  does idle maintenance and the repair after a crash (`repay`);
+- search: `ranked_page`, the ranked page of hits with raw marked snippets (a
+  retrieval tier is another method here, called by the search planner);
+- status: `index_bytes`, and `side_paths` (what a discarded index leaves).
+
+`tests/test_engines.py` holds both engines to the same results.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from ..index.hits import Chooser, HitRow
+    from ..index.query import SearchRequest
+    from ..model import Event
+
+__all__ = [
+    "TextEngine",
+    "TextWriter",
+    "RankedPage",
+    "Repaid",
+    "ENGINE_NAMES",
+    "DEFAULT_ENGINE",
+    "engine_named",
+    "engine_of",
+    "index_engine",
+    "all_engines",
+]
+
+
+class RankedPage(NamedTuple):
+    """A search page as an engine ranks it: the rows (offset applied, one
+    lookahead row at most), the raw marked snippet of each chosen fragment,
+    keyed by fragment rowid (\\x02/\\x03 around matches), and the repairs
+    made ("did you mean": word, replacement)."""
+
+    rows: list[HitRow]
+    snippets: dict[int, str]
+    repairs: list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Repaid:
+    """What one repay did: sessions re-fed, sessions left owed, sessions quarantined."""
+
+    done: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+
+
+class TextWriter(Protocol):
+    """The engine's half of the one index writer (one write connection, one
+    thread). Hooks run inside the SQLite transaction unless said otherwise."""
+
+    def fragments_inserted(self, before: int) -> None:
+        """Rows with frag_rowid > `before` were just inserted."""
+        ...
+
+    def delete_session(self, session_id: str) -> None: ...
+
+    def add_events(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
+        """Events (rowid, projected event) were written; `replaced` rowids lost their old fragments."""
+        ...
+
+    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
+        """Branch/selection state of these earlier events changed (filter values)."""
+        ...
+
+    def ended(self, *, committed: bool) -> None:
+        """The transaction committed or rolled back (runs after it ended)."""
+        ...
+
+    def flush(self, *, idle: bool) -> bool:
+        """Make the text searchable when idle or due; True when something was committed."""
+        ...
+
+    def maintain(self) -> bool:
+        """One bounded step of idle maintenance; True while there is more to do."""
+        ...
+
+    def repay(self, *, suspect: bool = False) -> Repaid:
+        """Re-feed whatever the text index may lag after a crash (the repair;
+        see `piwatchd.text.tantivy.feed.TextFeed.repay`)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class TextEngine(Protocol):
+    name: str
+    # SQLite's `fragments` rows keep the text (snippets and previews can read
+    # it there); otherwise they hold NULL and the text is re-projected from source.
+    keeps_text: bool
+    # Extra DDL in the read model's schema script (after the common tables),
+    # and the tables it creates (dropped when the index is rebuilt).
+    schema_sql: str
+    tables: tuple[str, ...]
+
+    def tune(self, conn: sqlite3.Connection) -> None:
+        """Pragmas for the write connection."""
+        ...
+
+    def open_writer(self, conn: sqlite3.Connection) -> TextWriter: ...
+
+    def ranked_page(
+        self,
+        conn: sqlite3.Connection,
+        request: SearchRequest,
+        need: int,
+        deadline: float | None,
+        chooser: Chooser | None = None,
+    ) -> RankedPage:
+        """The first `need` events' rows (offset applied, in tier order where
+        the engine has tiers), snippets for the rows `chooser` picks (default:
+        the first `limit`), and the repairs made."""
+        ...
+
+    def index_bytes(self, db_path: Path) -> int:
+        """Bytes the engine keeps outside the SQLite file."""
+        ...
+
+    def side_paths(self, db_path: Path) -> Sequence[Path]:
+        """Files or directories beside the SQLite file that belong to it."""
+        ...
+
+
+# The one registry: engine name -> module with an `ENGINE`. Imported on first
+# use, so naming engines (config validation) does not load Tantivy.
+_MODULES = {"tantivy": "piwatchd.text.tantivy.engine", "fts5": "piwatchd.text.fts5.engine"}
+ENGINE_NAMES = tuple(_MODULES)
+DEFAULT_ENGINE = "tantivy"
+
+
+@cache
+def engine_named(name: str) -> TextEngine:
+    if name not in _MODULES:
+        raise ValueError(f"unknown text engine {name!r}: use one of {', '.join(ENGINE_NAMES)}")
+    engine: TextEngine = importlib.import_module(_MODULES[name]).ENGINE
+    return engine
+
+
+def all_engines() -> list[TextEngine]:
+    return [engine_named(name) for name in ENGINE_NAMES]
+
+
+def index_engine(conn: sqlite3.Connection) -> str | None:
+    """The name of the engine that built this index (None for an empty or foreign file)."""
+    try:
+        row = conn.execute("SELECT value FROM index_meta WHERE key='engine'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return row[0] if row else None
+
+
+def engine_of(conn: sqlite3.Connection) -> TextEngine:
+    """The engine that built the index on this connection."""
+    return engine_named(index_engine(conn) or DEFAULT_ENGINE)

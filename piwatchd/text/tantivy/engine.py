@@ -1,0 +1,53 @@
+"""The Tantivy engine (the default): the text lives in its own index beside
+the SQLite file (`<db>.tantivy/`), fed after each SQLite COMMIT
+(`piwatchd.text.tantivy.feed`); SQLite's `fragments` rows keep no text, and
+`text_debt` records what a crash may have left unfed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from ...index.hits import Chooser
+from ...index.query import SearchRequest
+from ..engine import RankedPage
+from . import search
+from .feed import TextFeed
+from .index import text_dir
+
+__all__ = ["ENGINE", "TantivyEngine"]
+
+
+class TantivyEngine:
+    name = "tantivy"
+    keeps_text = False
+    schema_sql = ""  # `text_debt` is in the common schema: freshness reads it whichever engine
+    tables: tuple[str, ...] = ()
+
+    def tune(self, conn: sqlite3.Connection) -> None:
+        pass  # SQLite holds no text: its defaults serve
+
+    def open_writer(self, conn: sqlite3.Connection) -> TextFeed:
+        return TextFeed(conn)
+
+    def ranked_page(
+        self,
+        conn: sqlite3.Connection,
+        request: SearchRequest,
+        need: int,
+        deadline: float | None,
+        chooser: Chooser | None = None,
+    ) -> RankedPage:
+        return RankedPage(*search.ranked_page(conn, request, need, deadline, chooser))
+
+    def index_bytes(self, db_path: Path) -> int:
+        d = text_dir(db_path)
+        return sum(f.stat().st_size for f in d.iterdir() if f.is_file()) if d.is_dir() else 0
+
+    def side_paths(self, db_path: Path) -> Sequence[Path]:
+        return (text_dir(db_path),)
+
+
+ENGINE = TantivyEngine()

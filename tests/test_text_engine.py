@@ -1,0 +1,101 @@
+"""The text-engine registry and what each engine object owns (schema, idle
+maintenance, side files); `tests/test_engines.py` holds their results equal."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from conftest import jsonl, msg, v3_header
+
+import piwatchd.text.fts5.engine as fts5_engine
+from piwatchd.direct import index_once
+from piwatchd.index.query import SearchRequest
+from piwatchd.index.schema import open_reader, open_writer
+from piwatchd.index.search import search
+from piwatchd.index.writer import IndexWriter
+from piwatchd.indexfile import discard_index
+from piwatchd.text.engine import DEFAULT_ENGINE, ENGINE_NAMES, engine_named, engine_of, index_engine
+
+
+def test_one_registry_names_every_engine():
+    assert DEFAULT_ENGINE in ENGINE_NAMES
+    for name in ENGINE_NAMES:
+        assert engine_named(name).name == name
+        assert engine_named(name) is engine_named(name)  # one object per engine
+    with pytest.raises(ValueError, match="unknown text engine 'lucene'"):
+        engine_named("lucene")
+
+
+def test_an_empty_or_foreign_file_uses_the_default_engine(tmp_path):
+    conn = sqlite3.connect(tmp_path / "x.sqlite3")
+    assert index_engine(conn) is None and engine_of(conn).name == DEFAULT_ENGINE
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_the_engine_decides_whether_sqlite_keeps_the_text(tmp_path, monkeypatch, name):
+    monkeypatch.setenv("PIWATCH_ENGINE", name)
+    db = _index(tmp_path, 1)
+    conn = open_reader(db)
+    engine = engine_of(conn)
+    assert engine is engine_named(name)
+    bodies = [r[0] for r in conn.execute("SELECT body FROM fragments")]
+    assert bodies and all((b is not None) == engine.keeps_text for b in bodies)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert set(engine.tables) <= tables
+    assert _hits(db) == [("s00", "u")]
+    conn.close()
+
+
+def test_a_rebuild_with_another_engine_drops_the_old_engines_tables(tmp_path):
+    open_writer(tmp_path / "db.sqlite3", engine="fts5").close()
+    conn = open_writer(tmp_path / "db.sqlite3", engine="tantivy")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "fragments_fts" not in tables and index_engine(conn) == "tantivy"
+
+
+def test_discarding_an_index_removes_every_engines_side_files(tmp_path):
+    db = tmp_path / "db.sqlite3"
+    IndexWriter(open_writer(db, engine="tantivy")).close()
+    sides = [p for name in ENGINE_NAMES for p in engine_named(name).side_paths(db)]
+    assert sides and any(p.exists() for p in sides)
+    discard_index(db)
+    assert not db.exists() and not any(p.exists() for p in sides)
+
+
+def test_fts5_idle_merging_runs_to_the_end_and_keeps_results(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIWATCH_ENGINE", "fts5")
+    monkeypatch.setattr(fts5_engine, "MERGE_AFTER_FRAGMENTS", 0)  # due at once
+    monkeypatch.setattr(fts5_engine, "MERGE_STEP_PAGES", 1)
+    db = _index(tmp_path, 20)
+    before = _hits(db)
+    writer = IndexWriter(open_writer(db, engine="fts5"))
+    steps = 0
+    while writer.maintain_text():
+        steps += 1
+        assert steps < 10_000, "merging must end"
+    assert steps >= 1  # 20 commits left segments to merge
+    writer.close()
+    assert _hits(db) == before and len(before) == 20
+
+
+def _index(tmp_path, sessions):
+    """`sessions` sessions, one commit each (each one an FTS segment)."""
+    root = tmp_path / "sessions" / "--p--"
+    root.mkdir(parents=True)
+    db = tmp_path / "db.sqlite3"
+    for s in range(sessions):
+        (root / f"s{s}.jsonl").write_bytes(
+            jsonl(v3_header(f"s{s:02d}", "/w/p"), msg("u", None, "user", f"merging word{s} common"))
+        )
+        index_once(db, [str(tmp_path / "sessions")])
+    return db
+
+
+def _hits(db):
+    conn = open_reader(db)
+    try:
+        out = search(conn, SearchRequest("common", limit=50))
+        return sorted((h["sessionId"], h["entryId"]) for h in out["hits"])
+    finally:
+        conn.close()
