@@ -11,11 +11,10 @@ from piwatchd.index.query import (
     QueryError,
     SearchFilters,
     SearchRequest,
-    build_search_sql,
-    fts_expression,
     parse_query,
     subtree_bounds,
 )
+from piwatchd.text.fts5.sql import build_search_sql, fts_expression
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ from conftest import jsonl, msg, v3_header
 import piwatchd.index.search as search_mod
 import piwatchd.text.fts5.search as plans
 from piwatchd.direct import index_once
-from piwatchd.index.query import SearchFilters, SearchRequest, build_search_sql
+from piwatchd.index.query import SearchFilters, SearchRequest
 from piwatchd.index.schema import open_reader
+from piwatchd.text.fts5.sql import build_search_sql
 
 WORDS = ["alpha", "beta", "gamma", "delta", "error", "function", "return", "value", "kraken"]
 

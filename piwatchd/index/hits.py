@@ -111,7 +111,7 @@ class Candidate(NamedTuple):
 
 class HitRow(NamedTuple):
     """One event of a page, its best fragment as evidence (also the layout of
-    `query.build_search_sql`'s rows)."""
+    `piwatchd.text.fts5.sql.build_search_sql`'s rows)."""
 
     frag_rowid: int
     score: float

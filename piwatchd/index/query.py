@@ -1,10 +1,10 @@
-"""Query planning (pure): user text -> FTS5 expression, filters -> SQL.
+"""Query planning (pure): user text -> terms and phrases, filters -> SQL.
 
 The query language is plain terms and quoted phrases with implicit AND.
-Nothing a user types is ever executed as FTS5 syntax: every term and phrase
-becomes an FTS5 string literal, so `NEAR(a b)`, `col:x`, `a OR b`, `^x`, `x*`
-and a lone `"` search for their words. A query with no searchable words is a
-clear `QueryError`, never an SQLite error.
+Nothing a user types is ever executed as engine syntax: each engine builds
+its queries from the terms (`piwatchd.text.fts5.sql` quotes them as FTS5
+string literals). A query with no searchable words is a clear `QueryError`,
+never an SQLite error.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ __all__ = [
     "SearchFilters",
     "SearchRequest",
     "parse_query",
-    "fts_expression",
-    "build_search_sql",
-    "build_top_fragments_sql",
     "build_candidates_sql",
+    "HIT_COLUMNS",
+    "HIT_JOINS",
     "filter_clauses",
     "session_filter_clauses",
     "validate_page",
@@ -105,11 +104,6 @@ def parse_query(text: str) -> list[Term]:
     if len(terms) > MAX_TERMS:
         raise QueryError(f"the query has more than {MAX_TERMS} terms")
     return terms
-
-
-def fts_expression(terms: list[Term]) -> str:
-    """Every term as an FTS5 string: `"a""b"` matches the tokens of a"b, never an operator."""
-    return " ".join('"' + t.text.replace('"', '""') + '"' for t in terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,67 +269,28 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
     return where, params
 
 
-def validate_page(request: SearchRequest) -> str:
-    """Check limit and offset; return the FTS5 expression of the query."""
+def validate_page(request: SearchRequest) -> None:
+    """Check limit, offset and the query (QueryError when it has no searchable words)."""
     if not 1 <= request.limit <= MAX_LIMIT:
         raise QueryError(f"limit must be between 1 and {MAX_LIMIT}")
     if not 0 <= request.offset <= MAX_OFFSET:
         raise QueryError(f"offset must be between 0 and {MAX_OFFSET}")
-    return fts_expression(parse_query(request.query))
+    parse_query(request.query)
 
 
-_HIT_COLUMNS = """f.fragment_id, f.kind, f.tool_name, f.event_rowid,
+HIT_COLUMNS = """f.fragment_id, f.kind, f.tool_name, f.event_rowid,
            e.session_id, e.entry_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error,
            e.context_role, e.branch_state, e.selection_state, s.cwd, s.name AS session_name"""
-_JOINS = """JOIN events e ON e.event_rowid = f.event_rowid
+HIT_JOINS = """JOIN events e ON e.event_rowid = f.event_rowid
     JOIN sessions s ON s.session_id = e.session_id"""
-
-
-def build_top_fragments_sql(expression: str, k: int) -> tuple[str, list[Any]]:
-    """Phase 1 of a search: the k best-ranked fragments, from the FTS index alone."""
-    return "SELECT rowid, rank FROM fragments_fts WHERE fragments_fts MATCH ? ORDER BY rank, rowid LIMIT ?", [
-        expression,
-        k,
-    ]
 
 
 def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str, list[Any]]:
     """Phase 2: the filtered event rows of the phase-1 fragments."""
     where, params = filter_clauses(filters)
-    sql = f"""SELECT f.frag_rowid, {_HIT_COLUMNS}
+    sql = f"""SELECT f.frag_rowid, {HIT_COLUMNS}
     FROM fragments f
-    {_JOINS}
+    {HIT_JOINS}
     WHERE f.frag_rowid IN (SELECT value FROM json_each(?)){"".join(" AND " + w for w in where)}"""
 
     return sql, [json.dumps(rowids)] + params
-
-
-def build_search_sql(request: SearchRequest, *, lookahead: int = 0) -> tuple[str, list[Any]]:
-    """One query ranking every match: one row per matching event (its best
-    fragment). Exact for any filters; the fallback of the two-phase search.
-
-    `lookahead` extra rows tell the caller whether another page exists.
-    """
-    expression = validate_page(request)
-    where, filter_params = filter_clauses(request.filters)
-    params: list[Any] = [expression] + filter_params
-    sql = f"""
-WITH matches AS (
-    SELECT fragments_fts.rowid AS frag_rowid, fragments_fts.rank AS score
-    FROM fragments_fts WHERE fragments_fts MATCH ?
-),
-hits AS (
-    SELECT m.frag_rowid, m.score, {_HIT_COLUMNS},
-           row_number() OVER (PARTITION BY f.event_rowid ORDER BY m.score, f.fragment_id) AS rn,
-           count(*) OVER (PARTITION BY f.event_rowid) AS matched
-    FROM matches m
-    JOIN fragments f ON f.frag_rowid = m.frag_rowid
-    {_JOINS}
-    WHERE {" AND ".join(where) or "1"}
-)
-SELECT frag_rowid, score, fragment_id, kind, tool_name, session_id, entry_id, type, role, ts_ms,
-       is_error, context_role, branch_state, selection_state, cwd, session_name, matched
-FROM hits WHERE rn = 1
-ORDER BY score, ts_ms DESC, session_id, ordinal
-LIMIT ? OFFSET ?"""
-    return sql, params + [request.limit + lookahead, request.offset]
