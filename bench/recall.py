@@ -116,6 +116,7 @@ def run_facts(client: Client, records: list[dict[str, Any]]) -> list[dict[str, A
             if not query:
                 continue
             hits, ms, result = ask(client, query, rec["cwd"])
+            session_at, session_ms = session_rank(client, query, rec)
             rank = next(
                 (n for n, h in enumerate(hits, 1) if (h.session_id, h.entry_id) == (rec["sessionId"], rec["entryId"])),
                 None,
@@ -132,18 +133,21 @@ def run_facts(client: Client, records: list[dict[str, Any]]) -> list[dict[str, A
                     "repairs": [[r.word, r.replacement] for r in getattr(result, "repairs", None) or []],
                     "relaxed": bool(getattr(result, "relaxed", False)),
                     "ms": round(ms, 3),
-                    "sessionRank": session_rank(client, query, rec),
+                    "sessionRank": session_at,
+                    "sessionMs": session_ms,
                 }
             )
     return rows
 
 
-def session_rank(client: Client, query: str, rec: dict[str, Any]) -> int | None:
+def session_rank(client: Client, query: str, rec: dict[str, Any]) -> tuple[int | None, float]:
     """Where the fact's session ranks when the same question asks for sessions
-    (`group: "session"`, top 3): "which earlier session worked on this?"."""
+    (`group: "session"`, top 3): "which earlier session worked on this?"; and ms."""
+    t = time.perf_counter()
     result = client.search(query, limit=3, caller={"cwd": rec["cwd"]}, group="session")
+    ms = (time.perf_counter() - t) * 1000
     ids = [s.session_id for s in result.sessions or []]
-    return ids.index(rec["sessionId"]) + 1 if rec["sessionId"] in ids else None
+    return (ids.index(rec["sessionId"]) + 1 if rec["sessionId"] in ids else None), round(ms, 3)
 
 
 def run_negatives(client: Client, negatives: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -181,6 +185,8 @@ def summarize(rows: list[dict[str, Any]], negatives: list[dict[str, Any]]) -> di
             "foundBy": dict(Counter(r["tier"] for r in sel if r["tier"])),
             "p50ms": round(pct(ms, 50), 2),
             "p99ms": round(pct(ms, 99), 2),
+            "sessionsP50ms": round(pct([r["sessionMs"] for r in sel], 50), 2),
+            "sessionsP99ms": round(pct([r["sessionMs"] for r in sel], 99), 2),
         }
     strong = sum(n.get("tiers", {}).get(t, 0) for n in negatives for t in ("exact", "forms"))
     return {
@@ -206,15 +212,15 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         + ("" if report["tiered"] else " (no tier below exact answered any query: this build has none)")
         + ".",
         "",
-        "| shape | queries | found@1 | found@10 | no hits | found by tier | its session in the top 3 sessions "
-        "| p50 / p99 ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| shape | queries | found@1 | found@10 | no hits | found by tier | p50 / p99 ms "
+        "| its session in the top 3 sessions | p50 / p99 ms by session |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for shape, s in report["summary"]["shapes"].items():
         by = ", ".join(f"{t} {s['foundBy'][t]}" for t in TIERS if t in s["foundBy"]) or "-"
         lines.append(
             f"| {shape} | {s['n']} | {s['foundAt1']:.0%} | {s['foundAt10']:.0%} | {s['noHits']:.0%} | {by} "
-            f"| {s['sessionAt3']:.0%} | {s['p50ms']} / {s['p99ms']} |"
+            f"| {s['p50ms']} / {s['p99ms']} | {s['sessionAt3']:.0%} | {s['sessionsP50ms']} / {s['sessionsP99ms']} |"
         )
     neg = report["summary"]["negatives"]
     by = ", ".join(f"{t} {n}" for t, n in neg["hitsByTier"].items()) or "none"
