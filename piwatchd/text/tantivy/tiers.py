@@ -74,6 +74,8 @@ class Repairs:
 
 
 MAX_REPAIR_OPTIONS = 3
+# Words repaired per query: each costs a fuzzy probe and up to ~1,000 lookups.
+MAX_REPAIRED_WORDS = 3
 
 
 def _vocabulary(text: TantivyText, word: str, filters: SearchFilters) -> dict[str, int]:
@@ -149,7 +151,8 @@ def repairs(text: TantivyText, terms: list[Term], filters: SearchFilters) -> Rep
         if term.phrase or _doc_freq(text, term):
             per_term.append([])
             continue
-        spellings = _term_repairs(text, term, filters)
+        attempted = sum(1 for x in per_term if x) + len(unmatched)
+        spellings = _term_repairs(text, term, filters) if attempted < MAX_REPAIRED_WORDS else []
         if not spellings:
             unmatched.append(term.text)
         per_term.append(spellings)
