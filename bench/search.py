@@ -7,8 +7,10 @@ measures over the daemon's Unix socket with persistent `piwatch.Client`s:
 
 - search latency p50/p99 per query class: rare terms (manifest needles),
   common words, 2-3 word phrases taken from the corpus text, filtered queries
-  (kind / tool / session filters), and the Pi-tool shape (caller with a cwd,
-  so authorization applies, and caller `{"all": true}`);
+  (kind / tool / session filters), the Pi-tool shape (caller with a cwd,
+  so authorization applies, and caller `{"all": true}`), and queries that
+  reach the tiers below exact (a phrase with a misspelled word; a question
+  with two corpus words and one never written);
 - read and trace latency on hits returned by those searches;
 - daemon RSS idle / peak under load, CPU% over ~10 s of idleness;
 - `rg` over the same files with the same queries, in the same run;
@@ -241,6 +243,7 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
     ]
     nothing = [f"zq{rng.getrandbits(40):x}nomatch" for _ in range(n)]
     return {
+        **relaxed_queries(phrases, everything, rng),
         "no match, all caller": [q("no match, all caller", t, everything) for t in nothing],
         "no match, cwd caller": [
             q("no match, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}) for t in nothing
@@ -254,6 +257,35 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
         ],
         "pi tool, all caller": [q("pi tool, all caller", t, everything, rg_pattern=p) for t, p in mix],
     }
+
+
+def _typo(word: str, rng: random.Random) -> str:
+    """One edit that keeps the first letter: swap, drop or double an inner letter."""
+    i = rng.randrange(1, len(word) - 1)
+    kind = rng.randrange(3)
+    if kind == 0:
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    if kind == 1:
+        return word[:i] + word[i + 1 :]
+    return word[:i] + word[i] + word[i:]
+
+
+def relaxed_queries(phrases: list[str], paths: list[str], rng: random.Random) -> dict[str, list[dict]]:
+    """Queries that reach the tiers below exact (README: tiers): a corpus
+    phrase's words with one of them misspelled (the repaired tier), and an
+    agent-style question holding two of its words and a word never written
+    (the partial tier, after a failed repair)."""
+    typos, questions = [], []
+    for p in phrases:
+        words = p.split()
+        long = [w for w in words if len(w) >= 5 and w.isalpha()]
+        if long:
+            w = rng.choice(long)
+            typos.append(q("repaired word", " ".join(_typo(x, rng) if x == w else x for x in words), paths))
+        if len(words) >= 2:
+            made_up = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(4))
+            questions.append(q("partial (question)", f"why did the {words[0]} {words[1]} {made_up}", paths))
+    return {"repaired word": typos, "partial (question)": questions}
 
 
 # -- measurement ------------------------------------------------------------------

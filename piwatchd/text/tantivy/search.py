@@ -231,7 +231,9 @@ def _tiers(
         return [exact], fixed
     out = [exact]
     fixed = repairs(text, terms, request.filters)
-    if not fixed.replaced and not fixed.unmatched:  # a word found nowhere: no event has every word
+    # Skipped when a word is found nowhere (no event has every word) and
+    # for phrases only (they match as phrases in every tier).
+    if not fixed.options and not fixed.unmatched and not all(t.phrase for t in terms):
         out.append(_Tier("forms", [word_query(text, t) for t in terms], terms))
         _run(conn, text, request, out[-1], seen, need, deadline)
     options, fixed = fixed.options, Repairs(terms, [], fixed.unmatched)
