@@ -110,11 +110,18 @@ def _not_found() -> ProtocolError:
 
 
 @contextlib.contextmanager
-def _no_slot(deadline: float) -> Iterator[None]:
+def _no_slot(deadline: float, heavy: bool = False) -> Iterator[None]:
     yield
 
 
-Slot = Callable[[float], contextlib.AbstractContextManager[None]]
+# slot(deadline, heavy=False): a request slot (the server's are shared fairly between clients).
+Slot = Callable[..., contextlib.AbstractContextManager[None]]
+HEAVY_ROWS = 100  # a search ranking more rows than this (offset + limit) takes a heavy slot
+
+
+def _heavy(a: wire.SearchArgs) -> bool:
+    """An expensive search: a deep or long page, or sessions grouped from many events."""
+    return a.offset + a.limit > HEAVY_ROWS or a.group == "session"
 
 
 class _Request:
@@ -329,7 +336,7 @@ class Api:
             own = (scope.current_file,) if targeted and scope.current_file else ()
             self._wait_for(vis, a.filters.session_id, own, min(a.wait_seconds, wire.MAX_WAIT_SECONDS), req)
             vis.refresh()
-        with slot(req.deadline):
+        with slot(req.deadline, heavy=_heavy(a)):
             conn = vis.conn
             exclude = (
                 (scope.current_session,) if scope.current_session and not (targeted and scope.cutoff_entry) else ()
@@ -429,7 +436,7 @@ class Api:
             params.append(scope.current_session)
         extra, extra_params = session_filter_clauses(_search_request(_sessions_search(a, 1, 0)).filters)
         where, params = " AND ".join([where, *extra]), [*params, *extra_params]
-        with slot(req.deadline):
+        with slot(req.deadline, heavy=a.query is not None):  # a query ranks its best 1,000 hits
             if a.query is not None:
                 ids = self._matching_sessions(a, req)
                 where += f" AND s.session_id IN ({','.join('?' * len(ids))})" if ids else " AND 0"

@@ -2,7 +2,9 @@
 
 One accept thread; one thread per connection (idle connections cost a thread,
 not a query slot); request execution bounded by a semaphore so a flood of
-slow queries cannot starve ingest or the other clients. Every limit is
+slow queries cannot starve ingest or the other clients, shared fairly
+between clients (`piwatchd.slots`: a per-client share, and a smaller pool
+for expensive requests). Every limit is
 checked before the expensive step it protects. A frame must arrive whole
 within `frame_timeout` once its first byte did, and when every connection is
 taken the one idle longest is closed for the newcomer, so slow or idle
@@ -37,8 +39,9 @@ from piwatch.protocol import (
 )
 
 from .follow import ConnectionFollows, FollowHub
+from .slots import FairSlots
 
-__all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_uid", "HandleFn", "HelloFn"]
+__all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_pid", "peer_uid", "HandleFn", "HelloFn"]
 
 log = logging.getLogger("piwatchd.server")
 
@@ -53,6 +56,9 @@ class ServerLimits:
     idle_timeout = 60.0  # seconds a connection may sit between frames
     frame_timeout = 10.0  # seconds to deliver one whole frame once its first byte arrived
     concurrent_requests = 8
+    per_client_requests = 4  # of those, at most this many for one client (peer process)
+    heavy_requests = 2  # expensive requests (deep pages, grouping) run at most this many at once
+    heavy_per_client = 1
     queue_wait = 10.0  # seconds a request waits for a slot before `busy`
 
 
@@ -76,6 +82,14 @@ def ensure_private_dir(path: Path) -> None:
         )
 
 
+def peer_pid(conn: socket.socket) -> int | None:
+    """The connecting process's pid (Linux), or None where the platform cannot say."""
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", creds)[0]
+    return None
+
+
 def peer_uid(conn: socket.socket) -> int | None:
     """The connecting process's uid, or None where the platform cannot say."""
     if hasattr(socket, "SO_PEERCRED"):
@@ -95,10 +109,14 @@ def peer_uid(conn: socket.socket) -> int | None:
 class _Conn:
     """One connection's bookkeeping: who to evict when every slot is taken."""
 
-    __slots__ = ("follows", "in_request", "last_active", "send_lock", "sock", "thread")
+    __slots__ = ("client", "follows", "in_request", "last_active", "send_lock", "sock", "thread")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        # Whose request slots this connection uses: its peer process (so many connections
+        # of one client share one client's quota), or the connection itself where unknown.
+        pid = peer_pid(sock)
+        self.client: object = ("pid", pid) if pid is not None else ("conn", id(self))
         self.thread: threading.Thread | None = None
         self.last_active = time.monotonic()
         self.in_request = False
@@ -137,7 +155,10 @@ class Server:
         self._accept_thread: threading.Thread | None = None
         self._conns: dict[threading.Thread, _Conn] = {}
         self._conn_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.limits.concurrent_requests)
+        lim = self.limits
+        self._slots = FairSlots(
+            lim.concurrent_requests, lim.per_client_requests, lim.heavy_requests, lim.heavy_per_client
+        )
         self.requests_served = 0
         self.evicted = 0
 
@@ -331,7 +352,7 @@ class Server:
                 continue
             entry.in_request = True
             try:
-                response = self._dispatch(req_id, op, message)
+                response = self._dispatch(req_id, op, message, entry.client)
             finally:
                 entry.in_request = False
                 entry.last_active = time.monotonic()
@@ -346,21 +367,25 @@ class Server:
         self._reply(entry, {"id": req_id, "ok": True, "result": result})
         return True
 
-    @contextmanager
-    def _slot(self, deadline: float) -> Iterator[None]:
-        """One of the bounded request slots, waited for at most until `deadline`."""
-        wait = min(self.limits.queue_wait, deadline - time.monotonic())
-        if wait <= 0 or not self._slots.acquire(timeout=wait):
-            raise ProtocolError(ErrorCode.BUSY, "piwatchd is busy; try again")
-        try:
-            yield
-        finally:
-            self._slots.release()
+    def _slot_for(self, client: object) -> Callable[..., Any]:
+        @contextmanager
+        def slot(deadline: float, heavy: bool = False) -> Iterator[None]:
+            """One of the request slots `client` may take (a heavy one for an
+            expensive request), waited for at most until `deadline`."""
+            wait = min(self.limits.queue_wait, deadline - time.monotonic())
+            if wait <= 0 or not self._slots.acquire(client, heavy, wait):
+                raise ProtocolError(ErrorCode.BUSY, "piwatchd is busy; try again")
+            try:
+                yield
+            finally:
+                self._slots.release(client, heavy)
 
-    def _dispatch(self, req_id: Any, op: Any, message: dict) -> Any:
+        return slot
+
+    def _dispatch(self, req_id: Any, op: Any, message: dict, client: object) -> Any:
         args = message.get("args")
         try:
-            response = self.handle(op, {} if args is None else args, message.get("caller"), slot=self._slot)
+            response = self.handle(op, {} if args is None else args, message.get("caller"), slot=self._slot_for(client))
         except Exception as exc:
             log.exception("op %s failed", op if isinstance(op, str) else "?")
             return _error(req_id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -404,7 +429,7 @@ class Server:
                 stopped = entry.follows is not None and self.follows.unsubscribe(entry.follows, parsed.subscription)
                 result: Any = wire.UnfollowResult(subscription=parsed.subscription, stopped=stopped)
             else:
-                with self._slot(time.monotonic() + self.limits.queue_wait):  # its probe search is a request
+                with self._slot_for(entry.client)(time.monotonic() + self.limits.queue_wait):  # its probe is a request
                     args, scope = self.follow_scope(message.get("args"), message.get("caller"))
                 if entry.follows is None:
                     entry.follows = ConnectionFollows(lambda frame: self._reply(entry, frame))
