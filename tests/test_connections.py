@@ -142,3 +142,59 @@ def test_a_partial_reply_is_never_retried_silently():
             assert client.reindex().queued == "all"  # the next request gets a new connection
     finally:
         peer.close()
+
+
+# -- the Pi extension: one connection per call, the same retry rule ------------------------------------
+
+NODE_CALL = """
+const m = await import(process.argv[1]);
+try {
+    const r = await m.callDaemon("reindex", {}, { all: true }, { socket: process.argv[2], timeoutMs: 10000 });
+    console.log(JSON.stringify({ ok: r.result }));
+} catch (e) {
+    console.log(JSON.stringify({ error: e.message, code: e.code }));
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def extension():
+    import shutil
+    import subprocess
+    import sys
+
+    from pi import pitools
+
+    agent = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwx-"))
+    subprocess.run([sys.executable, "-m", "piwatch.cli", "pi", "install", "--agent-dir", str(agent)], check=True)
+    yield agent / "extensions" / "piwatch" / "daemon-client.ts", pitools
+    shutil.rmtree(agent, ignore_errors=True)
+
+
+def _node_call(extension, sock: Path) -> dict:
+    import json
+    import subprocess
+
+    client, pitools = extension
+    cmd = [pitools.find_node(), "--input-type=module", "-e", NODE_CALL, client.as_uri(), str(sock)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=pitools.node_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize(
+    "script, answered, sent",
+    [(["close", "answer"], True, 2), (["close", "close"], False, 2), (["half", "answer"], False, 1)],
+    ids=["closed-then-answered", "closed-twice", "partial-reply"],
+)
+def test_the_pi_extension_retries_once_only_before_any_reply(extension, script, answered, sent):
+    peer = ScriptedPeer(script)
+    try:
+        got = _node_call(extension, peer.path)
+        assert ("ok" in got) is answered, got
+        if not answered:
+            assert got["code"] == "daemon_down" and "closed the connection" in got["error"], got
+            assert ("part-way" in got["error"]) is (script[0] == "half"), got
+        assert peer.requests == ["reindex"] * sent
+    finally:
+        peer.close()

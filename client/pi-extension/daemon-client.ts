@@ -1,6 +1,10 @@
 // One request to piwatchd: connect, hello (version check), the operation,
 // close. A fresh connection per tool call keeps no state across Pi session
-// replacement and costs well under a millisecond on a Unix socket.
+// replacement and costs well under a millisecond on a Unix socket, and no
+// connection is kept that the daemon could close while idle. A connection
+// closed before any byte of a reply (the daemon restarting, or evicting it)
+// is tried once more on a new connection, as the Python client does; a reply
+// cut off part-way is an error, never retried.
 //
 // Every failure becomes a DaemonError whose message is written for the model
 // and the user (what happened, how to fix it); nothing here may hang: the
@@ -24,10 +28,13 @@ const START_HINT =
 // files must also run under Node's own type stripping, not just Pi's jiti.
 export class DaemonError extends Error {
 	readonly code: string;
-	constructor(code: string, message: string) {
+	// The connection closed before any byte of a reply: the request may be sent again.
+	readonly closedBeforeReply: boolean;
+	constructor(code: string, message: string, closedBeforeReply = false) {
 		super(message);
 		this.name = "DaemonError";
 		this.code = code;
+		this.closedBeforeReply = closedBeforeReply;
 	}
 }
 
@@ -88,9 +95,20 @@ function requestError(op: string, error: Partial<ErrorBody> | null | undefined):
 }
 
 /** Send one operation; resolves with the daemon's result or rejects with a DaemonError. */
-export function callDaemon<R = unknown>(op: string, args: object, caller: Caller, opts: CallOptions = {}): Promise<DaemonResponse<R>> {
-	const path = opts.socket ?? socketPath();
+export async function callDaemon<R = unknown>(op: string, args: object, caller: Caller, opts: CallOptions = {}): Promise<DaemonResponse<R>> {
 	const timeoutMs = opts.timeoutMs ?? envTimeout() ?? REQUEST_TIMEOUT_MS;
+	const started = Date.now();
+	try {
+		return await attempt<R>(op, args, caller, opts, timeoutMs);
+	} catch (err) {
+		const left = timeoutMs - (Date.now() - started);
+		if (!(err instanceof DaemonError) || !err.closedBeforeReply || left <= 0) throw err;
+		return await attempt<R>(op, args, caller, opts, left); // once: a second close is reported
+	}
+}
+
+function attempt<R>(op: string, args: object, caller: Caller, opts: CallOptions, timeoutMs: number): Promise<DaemonResponse<R>> {
+	const path = opts.socket ?? socketPath();
 	const connectTimeoutMs = Math.min(opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, timeoutMs);
 	const signal = opts.signal;
 
@@ -134,6 +152,7 @@ export function callDaemon<R = unknown>(op: string, args: object, caller: Caller
 		};
 
 		let stage: "hello" | "op" = "hello";
+		let replyBytes = 0; // bytes of the reply awaited now (hello's, then the op's)
 		const onFrame = (frame: Response | null | undefined) => {
 			if (!frame || typeof frame !== "object") {
 				finish(new DaemonError("protocol", `piwatchd sent a malformed response to ${stage}.`));
@@ -150,6 +169,7 @@ export function callDaemon<R = unknown>(op: string, args: object, caller: Caller
 					return;
 				}
 				stage = "op";
+				replyBytes = 0;
 				send({ v: PROTOCOL_VERSION, id: 2, op, args, caller });
 				return;
 			}
@@ -174,6 +194,7 @@ export function callDaemon<R = unknown>(op: string, args: object, caller: Caller
 			send({ v: PROTOCOL_VERSION, id: 1, op: "hello", args: { proto: PROTOCOL_VERSION, client: CLIENT_NAME } });
 		});
 		sock.on("data", (chunk: Buffer) => {
+			replyBytes += chunk.length;
 			let frames: unknown[];
 			try {
 				frames = decoder.push(chunk);
@@ -184,10 +205,17 @@ export function callDaemon<R = unknown>(op: string, args: object, caller: Caller
 			for (const f of frames) onFrame(f as Response);
 		});
 		sock.on("error", (err: NodeJS.ErrnoException) => {
-			finish(connected ? new DaemonError("daemon_down", `piwatchd connection failed during ${op}: ${err?.code ?? err?.message}. ${START_HINT}`) : connectError(path, err));
+			finish(
+				connected
+					? new DaemonError("daemon_down", `piwatchd connection failed during ${op}: ${err?.code ?? err?.message}. ${START_HINT}`, replyBytes === 0)
+					: connectError(path, err),
+			);
 		});
 		sock.on("close", () => {
-			finish(new DaemonError("daemon_down", `piwatchd closed the connection before answering ${op} (is it restarting?). ${START_HINT}`));
+			const partial = replyBytes > 0 ? " part-way through its reply" : "";
+			finish(
+				new DaemonError("daemon_down", `piwatchd closed the connection${partial} before answering ${op} (is it restarting?). ${START_HINT}`, connected && replyBytes === 0),
+			);
 		});
 	});
 }
