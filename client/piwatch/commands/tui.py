@@ -1,0 +1,21 @@
+"""`piwatch tui`: the full-screen search. Textual is imported only here, when
+the command runs (`piwatch.tui`), never by the rest of the package."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("tui", help="full-screen search as you type, with preview, trace and open-in-editor")
+    p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
+    p.add_argument("--db", metavar="PATH", help="search this index file read-only instead of asking piwatchd")
+    p.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from piwatch.tui import run as run_tui  # lazy: Textual loads only for the TUI
+
+    return run_tui(ns.socket, ns.db)

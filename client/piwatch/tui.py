@@ -1,0 +1,364 @@
+"""`piwatch tui`: a full-screen search (Textual). Imported only by the `tui`
+command: the `piwatch` package never imports Textual at import time.
+
+Every keystroke searches (piwatchd answers in milliseconds); each request
+takes a ticket (`tui_model.Latest`) and an answer is drawn only if its ticket
+is still the newest, so a late answer to an older query never flashes. The
+preview pane shows `read` of the selected event with its branch neighbours
+(the CLI's own text of it), `trace` on a key. When piwatchd is down the
+screen says so and answers from the index file read-only, as the CLI does.
+Session text is shown with control characters escaped, never raw.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import threading
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from .client import Client, DaemonNotRunning, LocalTransport, PiwatchError
+from .colour import SafeText, visible_controls
+from .rates import format_duration, format_rate, time_left
+from .tui_model import PAGE, Latest, ScreenState, marked_segments, row_cells, search_request
+
+__all__ = ["Backend", "SearchApp", "HELP"]
+
+HELP = """\
+Type to search (every keystroke; "quoted phrases"). Filter words in the query line:
+  kind:tool.result  tool:bash  since:7d  until:2026-05-01  branch:selected  is:error  -is:error
+
+  ctrl+o  scope: this project / all projects     ctrl+e  errors only on/off
+  down/up select a result (the preview shows `read` with branch neighbours); pgdn/pgup page
+  ctrl+t  trace of the selected event            ctrl+r  back to read
+  ctrl+n / ctrl+p  next / previous page          ctrl+y  copy "sessionId entryId"
+  ctrl+g  open the session file in $EDITOR at the entry's line
+  f1      this help                              ctrl+q  quit
+"""
+
+
+class Backend:
+    """piwatchd over its socket, or (when it is not running) the index file
+    read-only through the same api in-process. Calls are serialized: one
+    connection, several worker threads."""
+
+    def __init__(self, socket: str | None = None, db: str | None = None) -> None:
+        self._lock = threading.Lock()
+        self.read_only = False
+        self.down_reason: str | None = None
+        if db:
+            self.client = Client(transport=LocalTransport(db))
+            self.read_only = True
+            return
+        self.client = Client(socket)
+        try:
+            self.client.hello()
+        except DaemonNotRunning as exc:
+            from .commands._common import _db_path
+
+            self.down_reason = str(exc)
+            self.client = Client(transport=LocalTransport(_db_path(None)))
+            self.read_only = True
+
+    def call(self, op: str, args: dict[str, Any], caller: dict[str, Any]) -> Any:
+        with self._lock:
+            return self.client.request(op, args, caller)
+
+    def status(self) -> Any:
+        with self._lock:
+            return self.client.status()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding("escape,f1,q", "dismiss", "close")
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help")
+
+
+class SearchApp(App[None]):
+    CSS = """
+    #scope { height: 1; color: $text-muted; }
+    #results { height: 1fr; }
+    #preview_box { height: 1fr; border-top: solid $primary; }
+    #status { height: 1; color: $warning; }
+    #help { padding: 1 2; border: round $primary; background: $panel; width: auto; height: auto; }
+    HelpScreen { align: center middle; }
+    """
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding("down", "move(1)", "next", show=False),
+        Binding("up", "move(-1)", "previous", show=False),
+        Binding("pagedown", "page(1)", "next page", show=False),
+        Binding("pageup", "page(-1)", "previous page", show=False),
+        Binding("ctrl+o", "toggle_scope", "scope"),
+        Binding("ctrl+e", "toggle_errors", "errors"),
+        Binding("ctrl+t", "trace", "trace"),
+        Binding("ctrl+r", "read", "read", show=False),
+        Binding("ctrl+n", "page(1)", "next page"),
+        Binding("ctrl+p", "page(-1)", "prev page"),
+        Binding("ctrl+y", "copy", "copy id"),
+        Binding("ctrl+g", "edit", "editor"),
+        Binding("f1,question_mark", "help", "help"),
+        Binding("ctrl+q", "quit", "quit"),
+    ]
+
+    def __init__(self, backend: Backend, *, cwd: str | None = None, status_every: float = 2.0) -> None:
+        super().__init__()
+        self.backend = backend
+        self.state = ScreenState(cwd=cwd or os.getcwd())
+        self.searches = Latest()
+        self.previews = Latest()
+        self.hits: list[Any] = []
+        self.shown_query: str | None = None  # the query line whose answer is on screen
+        self.preview_text = ""
+        self.status_every = status_every
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="search (F1: help)", id="query")
+        yield Static(id="scope")
+        yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="preview_box"):
+            yield Static(id="preview")
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        # Kept: queries search the active screen, and the help screen may be on top.
+        self.table = self.query_one(DataTable)
+        self.scope_w = self.query_one("#scope", Static)
+        self.preview_w = self.query_one("#preview", Static)
+        self.status_w = self.query_one("#status", Static)
+        table = self.table
+        table.add_columns("time", "project", "kind/tool", "snippet")
+        self._show_scope()
+        self.query_one(Input).focus()
+        self._poll_status()
+        self.set_interval(self.status_every, self._poll_status)
+
+    # -- searching -----------------------------------------------------------------------
+
+    @on(Input.Changed, "#query")
+    def _typed(self, event: Input.Changed) -> None:
+        self.state.line = event.value
+        self.state.offset = 0
+        self.search()
+
+    def search(self) -> None:
+        ticket = self.searches.next()
+        args, problems = search_request(self.state)
+        if args is None:
+            self._draw(ticket, self.state.line, None, problems)
+            return
+        line, caller = self.state.line, self.state.caller()
+        self.run_worker(lambda: self._search_worker(ticket, line, args, caller, problems), thread=True, group="search")
+
+    def _search_worker(self, ticket: int, line: str, args: dict, caller: dict, problems: list[str]) -> None:
+        if not self.searches.is_current(ticket):
+            return  # a newer keystroke came before this one started
+        try:
+            result: Any = self.backend.call("search", args, caller)
+        except PiwatchError as exc:
+            result, problems = None, [*problems, str(exc)]
+        self.call_from_thread(self._draw, ticket, line, result, problems)
+
+    def _draw(self, ticket: int, line: str, result: Any, problems: list[str]) -> None:
+        if not self.searches.is_current(ticket):
+            return  # stale: an answer to an older query
+        self.shown_query = line
+        table = self.table
+        table.clear()
+        self.hits = list(result.hits) if result is not None else []
+        for n, hit in enumerate(self.hits):
+            snippet = Text()
+            for piece, match in marked_segments(hit.snippet, hit.spans):
+                snippet.append(piece, style="bold red" if match else "")
+            table.add_row(*row_cells(hit), snippet, key=str(n))
+        self._show_scope(result, problems)
+        if self.hits:
+            table.move_cursor(row=0)
+            self._preview(0)
+        else:
+            self._set_preview("")
+
+    def _show_scope(self, result: Any = None, problems: list[str] | None = None) -> None:
+        parts = [f"scope: {self.state.scope_label()}"]
+        if self.state.errors_only:
+            parts.append("errors only")
+        if result is not None:
+            first = self.state.offset + 1 if result.hits else 0
+            more = "+" if result.has_more else ""
+            parts.append(f"hits {first}-{self.state.offset + len(result.hits)}{more}")
+        parts += problems or []
+        self.scope_w.update(Text(visible_controls("  |  ".join(parts))))
+
+    # -- preview: read and trace ------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#results")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row is not None and 0 <= event.cursor_row < len(self.hits):
+            self._preview(event.cursor_row)
+
+    def selected(self) -> Any | None:
+        row = self.table.cursor_row
+        return self.hits[row] if 0 <= row < len(self.hits) else None
+
+    def _preview(self, row: int, op: str = "read") -> None:
+        hit = self.hits[row]
+        ticket = self.previews.next()
+        args: dict[str, Any] = {"sessionId": hit.session_id, "entryId": hit.entry_id}
+        if op == "read":
+            args.update(before=2, after=2, order="branch")
+        caller = self.state.caller()
+        self.run_worker(lambda: self._preview_worker(ticket, op, args, caller), thread=True, group="preview")
+
+    def _preview_worker(self, ticket: int, op: str, args: dict, caller: dict) -> None:
+        from .commands.read import print_read
+        from .commands.trace import print_trace
+
+        out = io.StringIO()
+        try:
+            result = self.backend.call(op, args, caller)
+            (print_read if op == "read" else print_trace)(result, SafeText(out, False))
+            text = out.getvalue()
+        except PiwatchError as exc:
+            text = f"{op}: {exc}"
+        self.call_from_thread(self._show_preview, ticket, text)
+
+    def _show_preview(self, ticket: int, text: str) -> None:
+        if self.previews.is_current(ticket):
+            self._set_preview(text)
+
+    def _set_preview(self, text: str) -> None:
+        self.preview_text = text
+        self.preview_w.update(Text(visible_controls(text)))
+
+    # -- status footer ----------------------------------------------------------------------
+
+    def _poll_status(self) -> None:
+        self.run_worker(self._status_worker, thread=True, group="status", exclusive=True)
+
+    def _status_worker(self) -> None:
+        try:
+            self.call_from_thread(self._show_status, status_line(self.backend, self.backend.status()))
+        except PiwatchError as exc:
+            self.call_from_thread(self._show_status, f"status: {exc}")
+
+    def _show_status(self, line: str) -> None:
+        self.status_w.update(Text(visible_controls(line)))
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def action_move(self, step: int) -> None:
+        """Up/down move through the results while typing in the query line."""
+        if self.hits:
+            row = min(max(self.table.cursor_row + step, 0), len(self.hits) - 1)
+            self.table.move_cursor(row=row)
+
+    def action_toggle_scope(self) -> None:
+        self.state.all_projects = not self.state.all_projects
+        self.state.offset = 0
+        self.search()
+
+    def action_toggle_errors(self) -> None:
+        self.state.errors_only = not self.state.errors_only
+        self.state.offset = 0
+        self.search()
+
+    def action_page(self, step: int) -> None:
+        offset = max(0, self.state.offset + step * PAGE)
+        if step > 0 and len(self.hits) < PAGE:
+            return
+        if offset != self.state.offset:
+            self.state.offset = offset
+            self.search()
+
+    def action_trace(self) -> None:
+        row = self.table.cursor_row
+        if 0 <= row < len(self.hits):
+            self._preview(row, "trace")
+
+    def action_read(self) -> None:
+        row = self.table.cursor_row
+        if 0 <= row < len(self.hits):
+            self._preview(row, "read")
+
+    def action_copy(self) -> None:
+        hit = self.selected()
+        if hit is not None:
+            ref = f"{hit.session_id} {hit.entry_id}"
+            self.copy_to_clipboard(ref)
+            self.notify(f"copied: {visible_controls(ref)}")
+
+    def action_edit(self) -> None:
+        hit = self.selected()
+        if hit is None:
+            return
+        try:
+            read = self.backend.call(
+                "read", {"sessionId": hit.session_id, "entryId": hit.entry_id}, self.state.caller()
+            )
+        except PiwatchError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        path, line = read.source.path, line_of(read.source.path, read.source.byte_offset)
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            with self.suspend():
+                subprocess.run([*editor.split(), f"+{line}", path], check=False)
+        except SuspendNotSupported:
+            self.notify(f"cannot leave the screen here; open {visible_controls(path)} at line {line}")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def on_unmount(self) -> None:
+        self.backend.close()
+
+
+def status_line(backend: Backend, st: Any) -> str:
+    """The footer: daemon down, catch-up progress with rate and time left, or idle."""
+    if backend.read_only:
+        why = "piwatchd is not running" if backend.down_reason else "reading an index file"
+        return f"{why}: answers from the index file, read-only (may lag)"
+    svc = st.service
+    backlog = max(st.bytes.backlog if st.bytes is not None else 0, (svc.backlog_bytes or 0) if svc else 0)
+    if st.catch_up is not None or backlog > 0:
+        rate = svc.rate_bytes_per_s if svc else None
+        files = f"{st.catch_up.files_done} of {st.catch_up.files_total} files, " if st.catch_up else ""
+        return f"indexing: {files}{format_rate(rate)}, {format_duration(time_left(backlog, rate))} left"
+    return f"piwatchd: {st.sessions} sessions, {st.events} events indexed"
+
+
+def line_of(path: str, byte_offset: int) -> int:
+    """The 1-based line at `byte_offset` of `path` (counted in 1 MiB reads)."""
+    line, left = 1, byte_offset
+    try:
+        with open(path, "rb") as fh:
+            while left > 0:
+                chunk = fh.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                line += chunk.count(b"\n")
+                left -= len(chunk)
+    except OSError:
+        pass
+    return line
+
+
+def run(socket: str | None = None, db: str | None = None) -> int:
+    SearchApp(Backend(socket, db)).run()
+    return 0

@@ -1,0 +1,230 @@
+"""`piwatch tui` driven headless with Textual's pilot against piwatchd as a
+subprocess: typing searches, late answers to older queries never show,
+scope and filters, the preview's read and trace, control characters
+escaped, and the read-only fallback when piwatchd is down. The pure parts
+(filter words, tickets, row cells) are table-tested."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from piwatch.tui_model import Latest, ScreenState, marked_segments, parse_line, search_request
+from test_daemon import world  # noqa: F401 (world: fixture)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.mark.parametrize(
+    ("line", "query", "filters"),
+    [
+        ("kraken", "kraken", {}),
+        ("kraken kind:tool.result tool:bash", "kraken", {"kind": ["tool.result"], "tool": ["bash"]}),
+        ('"release notes" is:error', '"release notes"', {"isError": True}),
+        ("x -is:error branch:selected", "x", {"isError": False, "branchState": ["selected"]}),
+        ("url:http://a b", "url:http://a b", {}),  # not a filter word: part of the query
+        ("kind: x", "kind: x", {}),  # an empty value is text
+    ],
+)
+def test_filter_words(line, query, filters):
+    got_query, got_filters, problems = parse_line(line)
+    assert (got_query, got_filters, problems) == (query, filters, [])
+
+
+def test_filter_word_problems_and_time():
+    _, filters, problems = parse_line("x since:7d until:2026-13-45")
+    assert filters["sinceMs"] > 0 and "untilMs" not in filters and problems and "until" in problems[0]
+    state = ScreenState(line="kraken", errors_only=True, offset=50, cwd="/p")
+    args, _ = search_request(state)
+    assert args == {"query": "kraken", "filters": {"isError": True}, "limit": 50, "offset": 50}
+    assert state.caller() == {"cwd": "/p"}
+    assert search_request(ScreenState(line="kind:x ", cwd="/p"))[0] is None  # filters alone search nothing
+
+
+def test_latest_ticket_wins():
+    latest = Latest()
+    a, b = latest.next(), latest.next()
+    assert not latest.is_current(a) and latest.is_current(b)
+
+
+def test_marked_segments_escape_and_keep_spans():
+    segs = marked_segments("a\x1b[2Jkraken\nb", [(5, 11)])
+    assert segs == [("a\\x1b[2J", False), ("kraken", True), (" b", False)]
+
+
+def _app(world, **kw):
+    from piwatch.tui import Backend, SearchApp
+
+    return SearchApp(Backend(str(world.sock)), cwd=str(world.proj), **kw)
+
+
+async def _until(pilot, cond, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "the screen did not settle"
+        await pilot.pause(0.05)
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def test_typing_searches_scope_filters_preview_and_trace(world):
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"kraken")
+            await _until(pilot, lambda: app.shown_query == "kraken" and app.hits)
+            ours = {h.session_id for h in app.hits}
+            assert "s-prefix" not in ours and "s-proj" in ours
+            await _until(pilot, lambda: "session " in app.preview_text)
+            first = app.hits[0]
+            assert f"entry {first.entry_id}" in app.preview_text and "source " in app.preview_text
+            await pilot.press("ctrl+o")  # all projects
+            await _until(pilot, lambda: "s-prefix" in {h.session_id for h in app.hits})
+            await pilot.press(*" kind:user.text")
+            await _until(pilot, lambda: app.shown_query == "kraken kind:user.text")
+            assert app.hits and all(h.evidence.kind == "user.text" for h in app.hits)
+            await pilot.press("down")
+            await pilot.press("ctrl+t")
+            await _until(pilot, lambda: "materialized leaf" in app.preview_text)
+            await pilot.press("f1")
+            assert "HelpScreen" in type(app.screen).__name__
+            await pilot.press("escape")
+
+    _run(go())
+
+
+def test_late_answers_to_older_queries_never_show(world):
+    from piwatch.tui import Backend, SearchApp
+
+    class SlowFirst(Backend):
+        """The answer for "kra" takes a second: it arrives after "kraken"'s."""
+
+        def call(self, op, args, caller):
+            if op == "search" and args["query"] == "kra":
+                time.sleep(1.0)
+            return super().call(op, args, caller)
+
+    drawn = []
+
+    class Recording(SearchApp):
+        def _draw(self, ticket, line, result, problems):
+            if self.searches.is_current(ticket):
+                drawn.append(line)
+            super()._draw(ticket, line, result, problems)
+
+    async def go():
+        app = Recording(SlowFirst(str(world.sock)), cwd=str(world.proj))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"kra")
+            await pilot.pause(0.2)  # "kra" is in flight
+            await pilot.press(*"ken")
+            await _until(pilot, lambda: app.shown_query == "kraken")
+            await pilot.pause(1.5)  # the slow answer has come back by now
+            assert app.shown_query == "kraken" and drawn[-1] == "kraken", drawn
+            assert "kra" not in drawn[drawn.index("kraken") :]
+
+    _run(go())
+
+
+def test_control_characters_are_escaped(world):
+    d = world.root / "g"
+    d.mkdir()
+    (d / "s-evil.jsonl").write_bytes(
+        jsonl(v3_header("s-evil", str(world.proj)), msg("s-evil-e0", None, "user", "kraken \x1b]0;pwned\x07 \x1b[2J"))
+    )
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"pwned")
+            await _until(pilot, lambda: app.shown_query == "pwned" and app.hits, timeout=30)
+            cells = [str(c) for c in app.query_one("DataTable").get_row_at(0)]
+            assert all("\x1b" not in c and "\x07" not in c for c in cells)
+            assert "\\x1b" in cells[3]
+            await _until(pilot, lambda: "s-evil" in app.preview_text)
+            assert "\x1b" not in app.preview_text
+
+    _run(go())
+
+
+def test_daemon_down_falls_back_to_the_index_file(world, monkeypatch):
+    world.stop()
+    monkeypatch.setenv("PIWATCH_DB", str(world.db))
+    monkeypatch.setenv("PIWATCH_CONFIG", str(world.base / "none.toml"))
+
+    async def go():
+        app = _app(world, status_every=0.2)
+        assert app.backend.read_only
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"kraken")
+            await _until(pilot, lambda: app.shown_query == "kraken" and app.hits)
+            status = app.query_one("#status")
+            await _until(pilot, lambda: "not running" in str(status.render()))
+
+    _run(go())
+
+
+def test_the_package_never_imports_textual_at_import_time():
+    code = "import sys, piwatch, piwatch.cli; piwatch.cli.build_parser(); print('textual' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_status_footer_lines():
+    from piwatch.tui import status_line
+    from piwatch.wire import BytesStatus, IndexProgress, ServiceStatus, StatusResult
+
+    class B:
+        read_only, down_reason = False, None
+
+    catching = StatusResult(
+        service=ServiceStatus(rate_bytes_per_s=10e6, backlog_bytes=50_000_000),
+        catch_up=IndexProgress(files_done=19, files_total=60),
+        bytes=BytesStatus(files=100, ingested=50, backlog=50),
+    )
+    assert status_line(B(), catching) == "indexing: 19 of 60 files, 10.0 MB/s, 5s left"
+    idle = StatusResult(service=ServiceStatus(), sessions=6, events=12)
+    assert status_line(B(), idle) == "piwatchd: 6 sessions, 12 events indexed"
+    down = B()
+    down.read_only, down.down_reason = True, "gone"
+    assert "piwatchd is not running" in status_line(down, idle)
+
+
+def test_copy_paging_and_the_entry_line(world, tmp_path):
+    from piwatch.tui import line_of
+    from piwatch.tui_model import PAGE
+
+    for i in range(3):  # enough hits for two pages in this project
+        d = world.root / f"p{i}"
+        d.mkdir()
+        entries = [
+            msg(f"s-p{i}-e{j}", None if j == 0 else f"s-p{i}-e{j - 1}", "user", f"wombat {j}") for j in range(25)
+        ]
+        (d / f"s-p{i}.jsonl").write_bytes(jsonl(v3_header(f"s-p{i}", str(world.proj)), *entries))
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"wombat")
+            await _until(pilot, lambda: app.shown_query == "wombat" and len(app.hits) == PAGE, timeout=30)
+            await pilot.press("down", "down")
+            await pilot.press("ctrl+y")
+            hit = app.hits[2]
+            assert app.clipboard == f"{hit.session_id} {hit.entry_id}"
+            first_page = {(h.session_id, h.entry_id) for h in app.hits}
+            await pilot.press("pagedown")
+            await _until(pilot, lambda: app.state.offset == PAGE and app.hits and len(app.hits) == 75 - PAGE)
+            assert not first_page & {(h.session_id, h.entry_id) for h in app.hits}
+            await pilot.press("pageup")
+            await _until(pilot, lambda: app.state.offset == 0 and len(app.hits) == PAGE)
+
+    _run(go())
+    f = tmp_path / "f.jsonl"
+    f.write_bytes(b"a\nbb\nccc\n")
+    assert [line_of(str(f), off) for off in (0, 2, 5, 9)] == [1, 2, 3, 4]
