@@ -29,7 +29,14 @@ from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, ProtocolError
 from .auth import CallerScope, ScopeError, is_under, resolve_scope
 from .catalog import list_sessions
 from .commits import CommitSignal
-from .index.query import QueryError, SearchFilters, SearchRequest, roots_clause, session_filter_clauses
+from .index.query import (
+    QueryError,
+    SearchFilters,
+    SearchRequest,
+    overridden,
+    roots_clause,
+    session_filter_clauses,
+)
 from .index.schema import SchemaMismatch, open_reader, searchable_bytes
 from .index.search import QueryTimeout, search, time_limit
 from .ops.read import OpError, event_read
@@ -434,7 +441,12 @@ class Api:
             # The caller's own session is never listed: its later entries lie past the cutoff.
             where += " AND s.session_id != ?"
             params.append(scope.current_session)
-        extra, extra_params = session_filter_clauses(_search_request(_sessions_search(a, 1, 0)).filters)
+        # Forks capped by the cutoff are ordered and filtered by their visible span, not their later activity.
+        with self._limited(vis.conn, req):
+            spans = vis.capped_spans() if vis.has_cutoff else {}
+        first = overridden("s.first_ms", {sid: f for sid, (f, _) in spans.items()})
+        last = overridden("s.last_ms", {sid: t for sid, (_, t) in spans.items()})
+        extra, extra_params = session_filter_clauses(_search_request(_sessions_search(a, 1, 0)).filters, first, last)
         where, params = " AND ".join([where, *extra]), [*params, *extra_params]
         with slot(req.deadline, heavy=a.query is not None):  # a query ranks its best 1,000 hits
             if a.query is not None:
@@ -442,7 +454,7 @@ class Api:
                 where += f" AND s.session_id IN ({','.join('?' * len(ids))})" if ids else " AND 0"
                 params.extend(ids)
             with self._limited(vis.conn, req):
-                rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset)
+                rows = list_sessions(vis.conn, where, params, a.limit + 1, a.offset, last)
         shown = Shown(vis.conn)  # recorded values through the redaction rules, before they are cut
         items = [
             wire.SessionItem(

@@ -94,8 +94,15 @@ def child_sessions(
     ]
 
 
-def list_sessions(conn: sqlite3.Connection, where: str, params: Iterable, limit: int, offset: int) -> list[SessionRow]:
-    """A page of sessions matching `where` (over aliases `s`, `src`), newest first."""
-    return _rows(
-        conn, f"{where} ORDER BY coalesce(s.last_ms, 0) DESC, s.session_id LIMIT ? OFFSET ?", (*params, limit, offset)
-    )
+def list_sessions(
+    conn: sqlite3.Connection,
+    where: str,
+    params: Iterable,
+    limit: int,
+    offset: int,
+    last: tuple[str, list] = ("s.last_ms", []),
+) -> list[SessionRow]:
+    """A page of sessions matching `where` (over aliases `s`, `src`), newest
+    first by `last` (an expression of the last activity and its parameters)."""
+    order = f"ORDER BY coalesce({last[0]}, 0) DESC, s.session_id LIMIT ? OFFSET ?"
+    return _rows(conn, f"{where} {order}", (*params, *last[1], limit, offset))

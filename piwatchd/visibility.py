@@ -153,6 +153,17 @@ class Visibility:
         ).fetchone()
         return row[0] if row else None
 
+    def capped_spans(self) -> dict[str, tuple[int | None, int | None]]:
+        """(first_ms, last_ms) of the caller's visible events of each fork that
+        copied its session (at most `child_sessions`' 50): a listing orders and
+        filters them by these, not by their later activity."""
+        own = self.scope.current_session
+        spans = {}
+        for sid, _ in self.search_caps():
+            if sid != own and (view := self.session_view(sid)) is not None:
+                spans[sid] = (view.first_ms, view.last_ms)
+        return spans
+
     def describe_listing(self, items: list[wire.SessionItem]) -> None:
         """A `sessions` page as far as the caller may see it: a session capped
         by the cutoff (a fork that copied the caller's session) shows the

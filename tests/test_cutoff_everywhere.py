@@ -66,7 +66,8 @@ def world(live):
     by_id = folder / "fork-id.jsonl"
     by_id.write_bytes(jsonl(v3_header("s-fork-i", PROJ, parentSession="s-main"), *visible_part(), *hidden_part("i")))
     other = folder / "other.jsonl"
-    other.write_bytes(jsonl(v3_header("s-other", PROJ), msg("o1", None, "user", "gnu in an unrelated session")))
+    other_entry = msg("o1", None, "user", "gnu in an unrelated session", ts="2026-05-05T10:00:00.000Z")
+    other.write_bytes(jsonl(v3_header("s-other", PROJ), other_entry))
     d = live.daemon()
     poll(lambda: len(search_cli(live.db, "gnu")) == 10, 30, message="all four sessions indexed")
     caller = {"cwd": PROJ, "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "a1"}
@@ -93,6 +94,11 @@ def test_sessions_lists_forks_as_of_the_cutoff(world):
         assert (s.name, s.events, s.last_ms) == (EARLY, 2, VISIBLE_LAST_MS), s
         no_later_facts(s.first_ms)
     assert items["s-other"].events == 1
+    # Ordered and filtered by what the caller may see: s-other (May 5) is newer than the forks as of
+    # the cutoff (May 1), though the forks went on until May 9.
+    assert [s.session_id for s in result.sessions] == ["s-other", *sorted(CAPPED)]
+    since = client.request("sessions", {"sinceMs": 1777800000000})  # 2026-05-03
+    assert [s.session_id for s in since.sessions] == ["s-other"]
     no_later_facts([{"name": s.name, "lastMs": s.last_ms} for s in result.sessions])
 
 
@@ -133,3 +139,24 @@ def test_status_counts_only_visible_events(world):
     status = client.status()
     # s-main, two forks (2 visible events each) and s-other (1 event); what lies past the cutoff is not counted.
     assert (status.sessions, status.events) == (4, 3 * 2 + 1)
+
+
+@pytest.mark.parametrize(
+    "values, rows, want",
+    [
+        ({}, [("a", 5), ("b", None)], [5, None]),
+        ({"a": 1}, [("a", 5), ("b", 7)], [1, 7]),
+        ({"a": None, "b": 2}, [("a", 5), ("b", 7), ("c", 9)], [None, 2, 9]),
+    ],
+)
+def test_overridden_column(values, rows, want):
+    import sqlite3
+
+    from piwatchd.index.query import overridden
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE sessions (session_id TEXT, last_ms INTEGER)")
+    conn.executemany("INSERT INTO sessions VALUES (?, ?)", rows)
+    sql, params = overridden("s.last_ms", values)
+    got = [r[0] for r in conn.execute(f"SELECT {sql} FROM sessions s ORDER BY s.session_id", params)]
+    assert got == want

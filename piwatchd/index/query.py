@@ -28,6 +28,7 @@ __all__ = [
     "HIT_JOINS",
     "filter_clauses",
     "session_filter_clauses",
+    "overridden",
     "validate_page",
     "roots_clause",
     "files_clause",
@@ -202,9 +203,24 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list[A
     return sql, params
 
 
-def session_filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
+SqlExpr = tuple[str, list[Any]]  # an SQL expression and its parameters
+
+
+def overridden(column: str, values: dict[str, Any]) -> SqlExpr:
+    """`column` of alias `s`, except for the sessions in `values` (session id ->
+    value): a span as far as a caller may see it. Pure."""
+    if not values:
+        return column, []
+    cases = " ".join("WHEN ? THEN ?" for _ in values)
+    return f"CASE s.session_id {cases} ELSE {column} END", [x for item in values.items() for x in item]
+
+
+def session_filter_clauses(
+    f: SearchFilters, first: SqlExpr = ("s.first_ms", []), last: SqlExpr = ("s.last_ms", [])
+) -> tuple[list[str], list[Any]]:
     """WHERE conditions over alias `s` (sessions) for the scope filters a session
-    list shares with search: recorded cwd (exact or below) and time span. Pure."""
+    list shares with search: recorded cwd (exact or below) and time span (`first`
+    and `last`: the span's expressions, see `overridden`). Pure."""
     where: list[str] = []
     params: list[Any] = []
     if f.cwd is not None:
@@ -215,11 +231,11 @@ def session_filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
         where.append("(s.cwd_norm = ? OR (s.cwd_norm >= ? AND s.cwd_norm < ?))")
         params.extend([f.cwd_under.rstrip("/"), low, high])
     if f.since_ms is not None:
-        where.append("s.last_ms >= ?")
-        params.append(f.since_ms)
+        where.append(f"{last[0]} >= ?")
+        params.extend([*last[1], f.since_ms])
     if f.until_ms is not None:
-        where.append("s.first_ms < ?")
-        params.append(f.until_ms)
+        where.append(f"{first[0]} < ?")
+        params.extend([*first[1], f.until_ms])
     return where, params
 
 
