@@ -228,3 +228,29 @@ def test_copy_paging_and_the_entry_line(world, tmp_path):
     f = tmp_path / "f.jsonl"
     f.write_bytes(b"a\nbb\nccc\n")
     assert [line_of(str(f), off) for off in (0, 2, 5, 9)] == [1, 2, 3, 4]
+
+
+def test_a_pinned_query_shows_new_matches_live(world):
+    from test_follow import Appender
+
+    append = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
+    theirs = Appender(world.root / "c" / "s-prefix.jsonl", "s-prefix", "s-prefix-e0")
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"narwhal")
+            await _until(pilot, lambda: app.shown_query == "narwhal")
+            await pilot.press("ctrl+f")
+            assert app.pin_stop is not None
+            theirs("narwhal elsewhere")  # another project: never shown here
+            (eid,) = append("narwhal \x1b[5m live")
+            await _until(pilot, lambda: app.pinned_count >= 1, timeout=30)
+            await pilot.pause(0.5)
+            text = str(app.pinned_w.render())
+            assert app.pinned_count == 1 and "narwhal" in text and "\x1b" not in text and "\\x1b" in text
+            assert "elsewhere" not in text
+            await pilot.press("ctrl+f")  # unpin
+            assert app.pin_stop is None and not app.pinned
+
+    _run(go())

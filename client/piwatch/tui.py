@@ -16,6 +16,7 @@ import io
 import os
 import subprocess
 import threading
+from collections import deque
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -26,7 +27,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from .client import Client, DaemonNotRunning, LocalTransport, PiwatchError
+from .client import Client, DaemonNotRunning, Follow, LocalTransport, PiwatchError
 from .colour import SafeText, visible_controls
 from .rates import format_duration, format_rate, time_left
 from .tui_model import PAGE, Latest, ScreenState, marked_segments, row_cells, search_request
@@ -40,6 +41,7 @@ Type to search (every keystroke; "quoted phrases"). Filter words in the query li
   ctrl+o  scope: this project / all projects     ctrl+e  errors only on/off
   down/up select a result (the preview shows `read` with branch neighbours); pgdn/pgup page
   ctrl+t  trace of the selected event            ctrl+r  back to read
+  ctrl+f  pin the query: its new matches appear live above the results (again: unpin)
   ctrl+n / ctrl+p  next / previous page          ctrl+y  copy "sessionId entryId"
   ctrl+g  open the session file in $EDITOR at the entry's line
   f1      this help                              ctrl+q  quit
@@ -59,6 +61,7 @@ class Backend:
             self.client = Client(transport=LocalTransport(db))
             self.read_only = True
             return
+        self.socket = socket
         self.client = Client(socket)
         try:
             self.client.hello()
@@ -72,6 +75,12 @@ class Backend:
     def call(self, op: str, args: dict[str, Any], caller: dict[str, Any]) -> Any:
         with self._lock:
             return self.client.request(op, args, caller)
+
+    def follow(self, query: str, filters: dict[str, Any], caller: dict[str, Any]) -> Follow:
+        """A standing query on a connection of its own (never serialized with the searches)."""
+        if self.read_only:
+            raise PiwatchError("pinning a query needs piwatchd running (an index file never changes)")
+        return Client(self.socket).follow(query, filters=filters, caller=caller)
 
     def status(self) -> Any:
         with self._lock:
@@ -93,6 +102,7 @@ class HelpScreen(ModalScreen[None]):
 class SearchApp(App[None]):
     CSS = """
     #scope { height: 1; color: $text-muted; }
+    #pinned { height: auto; max-height: 6; color: $success; }
     #results { height: 1fr; }
     #preview_box { height: 1fr; border-top: solid $primary; }
     #status { height: 1; color: $warning; }
@@ -106,6 +116,7 @@ class SearchApp(App[None]):
         Binding("pageup", "page(-1)", "previous page", show=False),
         Binding("ctrl+o", "toggle_scope", "scope"),
         Binding("ctrl+e", "toggle_errors", "errors"),
+        Binding("ctrl+f", "pin", "pin"),
         Binding("ctrl+t", "trace", "trace"),
         Binding("ctrl+r", "read", "read", show=False),
         Binding("ctrl+n", "page(1)", "next page"),
@@ -126,10 +137,15 @@ class SearchApp(App[None]):
         self.shown_query: str | None = None  # the query line whose answer is on screen
         self.preview_text = ""
         self.status_every = status_every
+        self.pin_stop: threading.Event | None = None
+        self.pinned: deque[str] = deque(maxlen=5)  # the newest live matches of the pinned query
+        self.pinned_count = 0
+        self.pinned_query = ""
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search (F1: help)", id="query")
         yield Static(id="scope")
+        yield Static(id="pinned")
         yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="preview_box"):
             yield Static(id="preview")
@@ -142,6 +158,7 @@ class SearchApp(App[None]):
         self.scope_w = self.query_one("#scope", Static)
         self.preview_w = self.query_one("#preview", Static)
         self.status_w = self.query_one("#status", Static)
+        self.pinned_w = self.query_one("#pinned", Static)
         table = self.table
         table.add_columns("time", "project", "kind/tool", "snippet")
         self._show_scope()
@@ -322,10 +339,60 @@ class SearchApp(App[None]):
         except SuspendNotSupported:
             self.notify(f"cannot leave the screen here; open {visible_controls(path)} at line {line}")
 
+    def action_pin(self) -> None:
+        if self.pin_stop is not None:
+            self.pin_stop.set()
+            self.pin_stop = None
+            self.pinned.clear()
+            self.pinned_w.update("")
+            return
+        args, _ = search_request(self.state)
+        if args is None:
+            self.notify("type a query to pin", severity="warning")
+            return
+        try:
+            follow = self.backend.follow(args["query"], args["filters"], self.state.caller())
+        except PiwatchError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.pin_stop = stop = threading.Event()
+        self.pinned_query, self.pinned_count = self.state.line, 0
+        self.pinned_w.update(Text(visible_controls(f"pinned {self.pinned_query!r}: waiting for new matches")))
+        threading.Thread(target=self._pin_loop, args=(follow, stop), name="piwatch-tui-pin", daemon=True).start()
+
+    def _pin_loop(self, follow: Follow, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                for update in follow.updates(timeout=0.5):
+                    if stop.is_set():
+                        break
+                    self.call_from_thread(self._pinned_hits, stop, update.hits)
+        except PiwatchError as exc:
+            if not stop.is_set():
+                self.call_from_thread(self.notify, f"pin ended: {exc}", severity="error")
+        except RuntimeError:
+            pass  # the app is gone (call_from_thread after exit)
+        finally:
+            follow.close()
+
+    def _pinned_hits(self, stop: threading.Event, hits: list[Any]) -> None:
+        if stop is not self.pin_stop:
+            return  # an unpinned (or replaced) pin's last update
+        for hit in hits:
+            when, project, kind = row_cells(hit)
+            snippet = "".join(piece for piece, _ in marked_segments(hit.snippet, hit.spans))
+            self.pinned.append(f"+ {when}  {project}  {kind}  {snippet[:200]}")
+        self.pinned_count += len(hits)
+        head = f"pinned {visible_controls(repr(self.pinned_query))}: {self.pinned_count} new (ctrl+f unpins)"
+        self.pinned_w.update(Text("\n".join([head, *self.pinned])))
+        self.notify(f"{len(hits)} new match{'es' if len(hits) != 1 else ''} for the pinned query")
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     def on_unmount(self) -> None:
+        if self.pin_stop is not None:
+            self.pin_stop.set()
         self.backend.close()
 
 
