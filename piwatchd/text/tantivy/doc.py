@@ -15,10 +15,10 @@ directory or below, on a component boundary" is one exact term lookup:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...index.identifiers import camel_parts
 from ...index.query import OWN_TOOLS, SearchFilters
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "doc_json",
     "event_fields",
     "filter_clauses",
-    "forms_values",
+    "forms_value",
 ]
 
 # Indexed beside every path set: "any path at all" (a root of "/" or "").
@@ -130,18 +130,18 @@ def doc_json(doc: TextDoc, shared: dict | None = None) -> dict:
     d["len"] = len(doc.body) + len(doc.tail or "")
     if doc.meta:
         d["meta"] = doc.meta
-    d["forms"] = forms_values(doc.body, doc.tail, doc.meta)
     if doc.tool_name is not None:
         d["tool"] = doc.tool_name
     return d
 
 
-def forms_values(body: str, tail: str | None, meta: str) -> list[str]:
-    """The `forms` field's values: the text and meta words (the field's
-    analyzer stems them) and the case parts of their camelCase words."""
-    values = [v for v in (body, tail, meta) if v]
-    parts = camel_parts(" ".join(values))
-    return values + [" ".join(parts)] if parts else values
+def forms_value(words: Sequence[str], stems: Sequence[str], camel: Sequence[str]) -> str:
+    """The `forms` field's text: each word whose English stem differs from it
+    (the field's analyzer stems it: `retried` -> retri) and the case parts of
+    camelCase words. A word that is its own stem (`error`) is already a word
+    of `text` or `meta`, where the forms tier looks for stems too: leaving it
+    out keeps this field to the inflected words (a third of the postings)."""
+    return " ".join([w for w, s in zip(words, stems, strict=True) if w != s] + list(camel))
 
 
 @dataclass(frozen=True, slots=True)

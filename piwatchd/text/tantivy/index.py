@@ -28,8 +28,9 @@ import orjson
 import tantivy
 from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
+from ...index.identifiers import camel_parts
 from ...index.query import SearchFilters, Term
-from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses
+from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses, forms_value
 
 __all__ = [
     "FORMS_FIELD",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 # Bumped when the document layout changes: a mismatch rebuilds the text index.
-TEXT_LAYOUT = 4
+TEXT_LAYOUT = 5
 _ANALYZER = "folded"
 # Word forms: the text's words English-stemmed, plus the case parts of its
 # camelCase words; searched by the forms tier only (no positions: no phrase
@@ -139,10 +140,24 @@ class TantivyText:
             base = shared.get(doc.facts.event_rowid)
             if base is None:
                 base = shared[doc.facts.event_rowid] = event_fields(doc.facts)
-            self._writer.add_json(orjson.dumps(doc_json(doc, base)).decode())
+            d = doc_json(doc, base)
+            forms = self._forms(doc)
+            if forms:
+                d[_FORMS] = forms
+            self._writer.add_json(orjson.dumps(d).decode())
             n += 1
         self._dirty = self._dirty or n > 0
         return n
+
+    def _forms(self, doc: TextDoc) -> str:
+        """The `forms` value of a document (`doc.forms_value`): its distinct
+        words, stemmed in one analyzer call."""
+        joined = "\n".join(v for v in (doc.body, doc.tail, doc.meta) if v)
+        words = list(set(self.analyzer.analyze(joined)))
+        stems = self.forms_analyzer.analyze(" ".join(words))
+        if len(stems) != len(words):  # a folded word that tokenizes apart again (rare): one by one
+            stems = [" ".join(self.forms_analyzer.analyze(w)) for w in words]
+        return forms_value(words, stems, camel_parts(joined))
 
     def delete_session(self, session_id: str) -> None:
         assert self._writer is not None

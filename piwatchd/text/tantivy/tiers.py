@@ -33,13 +33,26 @@ def forms_tokens(text: TantivyText, term: Term) -> list[str]:
     return list(dict.fromkeys(text.forms_analyzer.analyze(" ".join(identifier_parts(term.text)))))
 
 
+def _stem_query(text: TantivyText, stem: str) -> Query:
+    """A word with this stem: an inflected one (`forms`), or the stem itself
+    as a word (`text`, `meta`: words that are their own stem stay there)."""
+    return Query.boolean_query(
+        [(Occur.Should, Query.term_query(text.schema, field, stem)) for field in (FORMS_FIELD, "text", "meta")]
+    )
+
+
+def _stem_doc_freq(text: TantivyText, stem: str) -> int:
+    searcher = text.index.searcher()
+    return sum(searcher.doc_freq(field, stem) for field in (FORMS_FIELD, "text", "meta"))
+
+
 def word_query(text: TantivyText, term: Term) -> Query:
     """One query word in the forms tier: as written, or by all its forms."""
     exact = text.term_query(term)
     tokens = forms_tokens(text, term)
     if not tokens:
         return exact
-    forms = [(Occur.Must, Query.term_query(text.schema, FORMS_FIELD, t)) for t in tokens]
+    forms = [(Occur.Must, _stem_query(text, t)) for t in tokens]
     by_forms = forms[0][1] if len(forms) == 1 else Query.boolean_query(forms)
     return Query.boolean_query([(Occur.Should, exact), (Occur.Should, by_forms)])
 
@@ -53,7 +66,7 @@ def _doc_freq(text: TantivyText, term: Term) -> int:
     if len(exact) == 1:
         best = max(searcher.doc_freq("text", exact[0]), searcher.doc_freq("meta", exact[0]))
     if tokens:
-        best = max(best, min(searcher.doc_freq(FORMS_FIELD, t) for t in tokens))
+        best = max(best, min(_stem_doc_freq(text, t) for t in tokens))
     return best
 
 
@@ -103,7 +116,7 @@ def _token_has_postings(text: TantivyText, token: str) -> bool:
     searcher = text.index.searcher()
     if searcher.doc_freq("text", token) or searcher.doc_freq("meta", token):
         return True
-    return any(searcher.doc_freq(FORMS_FIELD, t) for t in text.forms_analyzer.analyze(token))
+    return any(_stem_doc_freq(text, t) for t in text.forms_analyzer.analyze(token))
 
 
 def _term_repairs(text: TantivyText, term: Term, filters: SearchFilters) -> list[str]:
