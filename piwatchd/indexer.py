@@ -225,7 +225,7 @@ def index_once(
         try:
             writer.repay_text_debt()
             summary = reconcile(writer, roots, progress=progress, planned=planned)
-            writer.conn.execute("PRAGMA optimize")
+            writer.optimize()
         finally:
             writer.close()  # commits the text index
     finally:

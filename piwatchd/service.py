@@ -22,7 +22,6 @@ goes to the `service_state` table, where `piwatch status` reads it.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import os
 import sqlite3
@@ -36,6 +35,7 @@ from typing import Any
 import orjson
 from piwatch.rates import RateMeter
 
+from .backlog import Backlog
 from .commits import CommitSignal
 from .inbox import Inbox, Work
 from .index.writer import IndexWriter
@@ -43,10 +43,11 @@ from .indexer import RemovalGuard, scan
 from .indexfile import discard_index, open_or_rebuild, prepare_index_path
 from .ingest import Ingestor, IngestOutcome
 from .model import excerpt
+from .retries import Retries, retry_delay
 from .source.discovery import is_session_filename
 from .text.engine import DEFAULT_ENGINE, Repaid
 
-__all__ = ["STATE_KEY", "Service", "ServiceConfig", "retry_delay"]
+__all__ = ["STATE_KEY", "Service", "ServiceConfig"]
 
 log = logging.getLogger("piwatchd.service")
 
@@ -55,15 +56,8 @@ _MAX_FILE_ERRORS = 50
 _LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one file's
 # A reader's report of a damaged index is checked at most this often.
 VERIFY_MIN_SECONDS = 10.0
-# Transient failures are retried after 0.5 s, 1 s, 2 s, ... at most this long.
-RETRY_MAX_SECONDS = 60.0
 # A suspect text re-feed is retried after 10 s, 20 s, 40 s ... at most this long.
 SUSPECT_RETRY_MAX = 30.0
-
-
-def retry_delay(attempt: int, cap: float = RETRY_MAX_SECONDS) -> float:
-    """Seconds before retry number `attempt` (1-based) of a transient failure. Pure."""
-    return min(cap, 0.5 * 2 ** min(max(attempt, 1) - 1, 16))
 
 
 @dataclass(slots=True)
@@ -147,12 +141,8 @@ class Service:
         self.ready = threading.Event()  # the write connection is open
         self.failed: BaseException | None = None
         self.progress = _Progress(index_problem=index_problem, index_rebuilds=int(index_problem is not None))
-        # Backlog from scans: path -> mtime; drained newest first.
-        self._backlog: dict[str, float] = {}
-        self._backlog_heap: list[tuple[float, str]] = []  # (-mtime, path); stale items skipped
-        self._backlog_bytes = 0
-        # Transient failures: path -> (when to retry, attempts so far).
-        self._retries: dict[str, tuple[float, int]] = {}
+        self._backlog = Backlog()  # what scans found, drained newest first
+        self._retries = Retries()  # transient failures, retried with backoff
         self._guard = RemovalGuard(self.roots)
         self._catching_up = True  # until the backlog of a full scan is drained
         self._started_at = clock()
@@ -265,7 +255,7 @@ class Service:
         self.progress.phase = "stopped"
         try:
             self._write_state(force=True)
-            self.writer.conn.execute("PRAGMA optimize")
+            self.writer.optimize()
         except Exception:  # noqa: BLE001, S110 - best effort while stopping: a lost index cannot take its state
             pass
         self.writer.close()  # commits the text index
@@ -301,7 +291,7 @@ class Service:
     def _idle(self, work: Work, worked: bool) -> None:
         """Sleep until a command, the next due path, retry or scan, or the heartbeat."""
         wait_until = min(self._next_scan, self._clock() + self.config.heartbeat_interval)
-        for when in (work.next_due, min((w for w, _ in self._retries.values()), default=None)):
+        for when in (work.next_due, self._retries.next_time()):
             if when is not None:
                 wait_until = min(wait_until, when)
         timeout = max(0.0, wait_until - self._clock())
@@ -387,7 +377,6 @@ class Service:
         prepare_index_path(self.config.db_path)
         self._open_index()
         self._backlog.clear()
-        self._backlog_heap.clear()
         self._retries.clear()
         self.progress.errors.clear()
         self._full_scan("index rebuild")
@@ -440,13 +429,13 @@ class Service:
         """
         self.progress.phase = "rebuilding" if self.progress.index_problem else "ingesting"
         for path in paths:
-            self._backlog_pop(path)
+            self._backlog.remove(path)
             self._ingest_one(path)
         while deadline is not None and self._backlog and self._clock() < deadline and not self._stop.is_set():
-            queued = self._backlog_next()
+            queued = self._backlog.next()
             if queued is None:
                 break
-            self._backlog_pop(queued)
+            self._backlog.remove(queued)
             self._ingest_one(queued)
         # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL; hinted
         # files (sessions in use now) at once, so a catch-up never delays a live append's search.
@@ -455,25 +444,6 @@ class Service:
         self.progress.batches += 1
         if not self.progress.index_problem:
             self.progress.phase = "idle"
-
-    def _backlog_add(self, path: str, mtime: float) -> None:
-        self._backlog[path] = mtime
-        heapq.heappush(self._backlog_heap, (-mtime, path))
-
-    def _backlog_next(self) -> str | None:
-        """The most recently modified queued path (the session in use first)."""
-        while self._backlog_heap:
-            neg, path = heapq.heappop(self._backlog_heap)
-            if self._backlog.get(path) == -neg:
-                return path
-        self._backlog.clear()
-        return None
-
-    def _backlog_pop(self, path: str) -> None:
-        self._backlog.pop(path, None)
-        if not self._backlog:
-            self._backlog_bytes = 0
-            self._backlog_heap.clear()
 
     def _ingest_one(self, path: str) -> IngestOutcome | None:
         try:
@@ -488,17 +458,14 @@ class Service:
         self.commits.notify()
         if outcome.more:
             # The rest of a large file waits its turn in the backlog: hints for other files come first.
-            self._backlog_add(path, _mtime(path))
-        if self._retries.pop(path, None) is not None:
-            # A commit worked again (space freed, lock gone): the others need not wait out their backoff.
-            now = self._clock()
-            self._retries = {p: (min(when, now), n) for p, (when, n) in self._retries.items()}
+            self._backlog.add(path, _mtime(path))
+        self._retries.succeeded(path, self._clock())
         self.progress.files_ingested += 1
         self.progress.bytes_ingested += outcome.bytes_read
         self.progress.events_ingested += outcome.events
         self._rate.add(self._clock(), self.progress.bytes_ingested)
         # What the scan queued, less what is done: the time left of a catch-up is this over the rate.
-        self._backlog_bytes = max(0, self._backlog_bytes - outcome.bytes_read)
+        self._backlog.read(outcome.bytes_read)
         if outcome.error:
             self._file_error(path, outcome.error)
             log.info("%s: %s (%s)", outcome.state, path, outcome.error)
@@ -512,20 +479,16 @@ class Service:
     def _retry_later(self, path: str, exc: BaseException) -> None:
         """Nothing of this file was committed (busy, disk full, I/O): try it
         again after a growing delay, whatever the watcher or the scans do."""
-        _, attempts = self._retries.get(path, (0.0, 0))
-        attempts += 1
-        delay = retry_delay(attempts)
-        self._retries[path] = (self._clock() + delay, attempts)
+        attempts, delay = self._retries.failed(path, self._clock())
         self.progress.retries += 1
         message = f"{type(exc).__name__}: {excerpt(str(exc), 120)}; retry {attempts} in {delay:g}s"
         self._file_error(path, message)
         log.warning("ingesting %s failed: %s", path, message)
 
     def _retries_due(self) -> list[str]:
-        now = self._clock()
-        due = [path for path, (when, _) in self._retries.items() if when <= now]
+        due = self._retries.due(self._clock())
         for path in due:
-            self._backlog_pop(path)
+            self._backlog.remove(path)
         return due
 
     def _file_error(self, path: str, message: str) -> None:
@@ -544,8 +507,7 @@ class Service:
             self.progress.phase = "scanning"
         result = scan(self.writer.conn, self.roots, verify_all=verify_all)
         for path, mtime, unread in result.queue:
-            self._backlog_add(path, mtime)
-            self._backlog_bytes += unread
+            self._backlog.add(path, mtime, unread)
         self.progress.files_known = result.files
         self.progress.scans += 1
         self.progress.missed_by_events += result.missed
@@ -585,7 +547,7 @@ class Service:
             "events_ingested": p.events_ingested,
             "batches": p.batches,
             "backlog_files": len(self._backlog) + self.inbox.pending(),
-            "backlog_bytes": self._backlog_bytes if self._backlog else 0,
+            "backlog_bytes": self._backlog.unread_bytes if self._backlog else 0,
             "rate_bytes_per_s": self._rate.rate(self._clock()) if self._backlog else None,
             "scans": p.scans,
             "last_scan": p.last_scan,
@@ -609,11 +571,7 @@ class Service:
         value = orjson.dumps(self.snapshot()).decode()
         try:
             with self.writer.transaction():
-                self.writer.conn.execute(
-                    "INSERT INTO service_state(key, value, updated_ms) VALUES (?,?,?)"
-                    " ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ms=excluded.updated_ms",
-                    (STATE_KEY, value, int(time.time() * 1000)),
-                )
+                self.writer.save_service_state(STATE_KEY, value)
         except sqlite3.Error as exc:
             if _corrupt(exc):
                 raise _IndexLost(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it") from exc

@@ -1,12 +1,12 @@
 """The pure scheduling rules: which hinted paths are due (settle + max
-latency), what one `take()` drains, and the retry backoff."""
+latency) and what one `take()` drains (the backlog and the retry backoff:
+`tests/test_schedule.py`)."""
 
 from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
 from piwatchd.inbox import Inbox, due_paths
-from piwatchd.service import RETRY_MAX_SECONDS, retry_delay
 
 
 class Clock:
@@ -50,13 +50,3 @@ def test_one_take_drains_every_command_kind():
     assert (empty.rebuilds, empty.reconcile, empty.dirs, empty.due, empty.next_due) == ([], [], [], [], None)
     assert empty.index_check is None
     assert inbox.pending() == 0
-
-
-@given(st.integers(1, 10_000))
-def test_retry_delay_grows_and_is_capped(attempt):
-    assert 0.5 <= retry_delay(attempt) <= RETRY_MAX_SECONDS
-    assert retry_delay(attempt + 1) >= retry_delay(attempt)
-
-
-def test_retry_delay_table():
-    assert [retry_delay(n) for n in (1, 2, 3, 4, 6, 8, 50)] == [0.5, 1.0, 2.0, 4.0, 16.0, 60.0, 60.0]

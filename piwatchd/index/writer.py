@@ -114,6 +114,18 @@ class IndexWriter:
         self.text.close()
         self.conn.close()
 
+    def optimize(self) -> None:
+        """Let SQLite refresh its planner statistics (cheap; before closing)."""
+        self.conn.execute("PRAGMA optimize")
+
+    def save_service_state(self, key: str, value: str) -> None:
+        """The live service's progress row (JSON), read by `status` from another process."""
+        self.conn.execute(
+            "INSERT INTO service_state(key, value, updated_ms) VALUES (?,?,?)"
+            " ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ms=excluded.updated_ms",
+            (key, value, int(time.time() * 1000)),
+        )
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """One atomic unit (never nested: each file commits on its own)."""

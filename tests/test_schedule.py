@@ -1,0 +1,108 @@
+"""The ingest service's pure schedule parts: the backlog (newest first,
+requeued paths, unread bytes) and the retries of transient failures."""
+
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from piwatchd.backlog import Backlog
+from piwatchd.retries import RETRY_MAX_SECONDS, Retries, retry_delay
+
+
+@given(st.integers(1, 10_000))
+def test_retry_delay_grows_and_is_capped(attempt):
+    assert 0.5 <= retry_delay(attempt) <= RETRY_MAX_SECONDS
+    assert retry_delay(attempt + 1) >= retry_delay(attempt)
+
+
+def test_retry_delay_table():
+    assert [retry_delay(n) for n in (1, 2, 3, 4, 6, 8, 50)] == [0.5, 1.0, 2.0, 4.0, 16.0, 60.0, 60.0]
+
+
+def drain(backlog: Backlog) -> list[str]:
+    out = []
+    while (path := backlog.next()) is not None:
+        backlog.remove(path)
+        out.append(path)
+    return out
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 50)), max_size=40))
+def test_backlog_drains_each_path_once_newest_first_at_its_last_mtime(adds):
+    backlog = Backlog()
+    for path, mtime in adds:
+        backlog.add(path, float(mtime))
+    last = dict(adds)  # a path queued again takes its latest mtime
+    order = drain(backlog)
+    assert sorted(order) == sorted(last)
+    assert [last[p] for p in order] == sorted((last[p] for p in order), reverse=True)
+    assert not backlog and len(backlog) == 0 and backlog.next() is None
+
+
+def test_backlog_requeue_and_removal():
+    backlog = Backlog()
+    for path, mtime in [("old", 1.0), ("mid", 5.0), ("new", 9.0)]:
+        backlog.add(path, mtime)
+    backlog.add("old", 10.0)  # touched again: now the newest
+    backlog.remove("mid")  # a hint took it first
+    assert "mid" not in backlog and "old" in backlog
+    assert drain(backlog) == ["old", "new"]
+    # A file with more work left is queued again after its slice, at the same mtime.
+    backlog.add("big", 3.0)
+    assert backlog.next() == "big"
+    backlog.remove("big")
+    backlog.add("big", 3.0)
+    assert drain(backlog) == ["big"]
+
+
+def test_backlog_unread_bytes_are_owed_until_read_or_drained():
+    backlog = Backlog()
+    backlog.add("a", 1.0, unread=100)
+    backlog.add("b", 2.0, unread=50)
+    backlog.read(120)
+    assert backlog.unread_bytes == 30
+    backlog.read(1000)
+    assert backlog.unread_bytes == 0  # never negative
+    backlog.add("c", 3.0, unread=70)
+    backlog.remove("a")
+    assert backlog.unread_bytes == 70
+    drain(backlog)
+    assert backlog.unread_bytes == 0  # an empty backlog owes nothing
+    backlog.add("d", 1.0, unread=5)
+    backlog.clear()
+    assert not backlog and backlog.unread_bytes == 0
+
+
+# (event, path, time) -> (due at that time, next retry time)
+RETRY_TABLE = [
+    (("fail", "a", 0.0), ([], 0.5)),
+    (("fail", "b", 0.1), ([], 0.5)),
+    (("due", None, 0.5), (["a"], 0.5)),  # due paths stay scheduled until they succeed or fail again
+    (("fail", "a", 0.5), ([], 0.6)),  # second failure of a: 1 s from now; b is due at 0.6
+    (("due", None, 0.6), (["b"], 0.6)),
+    (("ok", "b", 0.7), (["a"], 0.7)),  # b worked again: a need not wait out its backoff (1.5)
+    (("ok", "a", 0.7), ([], None)),
+]
+
+
+def test_retries_follow_the_table():
+    retries = Retries()
+    for (event, path, now), (due, next_time) in RETRY_TABLE:
+        if event == "fail":
+            retries.failed(path, now)
+        elif event == "ok":
+            retries.succeeded(path, now)
+        assert retries.due(now) == due, (event, path, now)
+        assert retries.next_time() == next_time, (event, path, now)
+    assert len(retries) == 0
+
+
+def test_retry_attempts_count_up_and_reset_on_success():
+    retries = Retries()
+    assert [retries.failed("x", 0.0) for _ in range(4)] == [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0)]
+    retries.succeeded("x", 1.0)
+    assert retries.failed("x", 1.0) == (1, 0.5) and len(retries) == 1
+    retries.succeeded("never-failed", 2.0)  # a path that was not failing changes nothing
+    assert retries.next_time() == 1.5
+    retries.clear()
+    assert len(retries) == 0 and retries.next_time() is None
