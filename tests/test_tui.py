@@ -244,7 +244,7 @@ def test_a_pinned_query_shows_new_matches_live(world):
             await pilot.press("ctrl+f")
             assert app.pin_stop is not None
             theirs("narwhal elsewhere")  # another project: never shown here
-            (eid,) = append("narwhal \x1b[5m live")
+            append("narwhal \x1b[5m live")
             await _until(pilot, lambda: app.pinned_count >= 1, timeout=30)
             await pilot.pause(0.5)
             text = str(app.pinned_w.render())

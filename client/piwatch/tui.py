@@ -16,6 +16,7 @@ import io
 import os
 import subprocess
 import threading
+import time
 from collections import deque
 from typing import Any, ClassVar
 
@@ -33,6 +34,10 @@ from .rates import format_duration, format_rate, time_left
 from .tui_model import PAGE, Latest, ScreenState, marked_segments, row_cells, search_request
 
 __all__ = ["Backend", "SearchApp", "HELP"]
+
+# A preview waits this long for the selection (or the typing) to settle: reads of rows passed
+# over, or of results a keystroke already replaced, never take the connection from a search.
+PREVIEW_SETTLE = 0.08
 
 HELP = """\
 Type to search (every keystroke; "quoted phrases"). Filter words in the query line:
@@ -206,8 +211,7 @@ class SearchApp(App[None]):
             table.add_row(*row_cells(hit), snippet, key=str(n))
         self._show_scope(result, problems)
         if self.hits:
-            table.move_cursor(row=0)
-            self._preview(0)
+            table.move_cursor(row=0)  # highlights row 0: its preview follows (RowHighlighted)
         else:
             self._set_preview("")
 
@@ -246,6 +250,9 @@ class SearchApp(App[None]):
         from .commands.read import print_read
         from .commands.trace import print_trace
 
+        time.sleep(PREVIEW_SETTLE)
+        if not self.previews.is_current(ticket):
+            return  # the selection moved on (or more was typed) before this one's turn
         out = io.StringIO()
         try:
             result = self.backend.call(op, args, caller)
