@@ -151,9 +151,12 @@ class FollowHub:
                 raise ProtocolError(
                     ErrorCode.BUSY, f"at most {conn.limit} follows per connection; unfollow one or open a connection"
                 )
+            # News to this follow: events committed from now on (the hub's watermark may lag
+            # behind a session whose text is not searchable yet; those events are not news here).
+            now = self.newest_event()
             if self._watermark is None:
-                self._watermark = self.newest_event()
-            sub = Subscription(next(self._ids), request_id, args, scope, conn, self._watermark)
+                self._watermark = now
+            sub = Subscription(next(self._ids), request_id, args, scope, conn, now)
             self._subs[sub.id] = sub
             conn.subs[sub.id] = sub
         self._ensure_thread()

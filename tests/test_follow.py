@@ -246,3 +246,77 @@ def test_cli_search_follow_prints_hits_as_they_arrive(world):
                 proc.kill()
     out = world.cli("search", "quokka", "--follow", "--db", str(world.db))
     assert out.returncode == 2 and "--follow" in out.stderr
+
+
+class _Events:
+    """A stand-in event log for the hub's unit tests (the e2e tests use the real one)."""
+
+    def __init__(self):
+        self.rowids: list[int] = []
+
+    def newest(self):
+        return self.rowids[-1] if self.rowids else 0
+
+    def after(self, rowid, limit):
+        return [r for r in self.rowids if r > rowid][:limit]
+
+
+def _hit(n):
+    return wire.Hit(
+        session_id="s",
+        entry_id=f"e{n}",
+        event_type="message",
+        role="user",
+        timestamp=None,
+        cwd="/p",
+        session_name=None,
+        evidence=wire.Evidence(fragment_id="text.0", kind="user.text", tool_name=None),
+        matched_fragments=1,
+        score=1.0,
+        is_error=False,
+        context_role="conversation",
+        branch_state="selected",
+        selection_state="direct",
+        snippet=f"e{n}",
+        spans=[],
+    )
+
+
+def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
+    from piwatchd.commits import CommitSignal
+    from piwatchd.follow import ConnectionFollows, FollowHub
+
+    events = _Events()
+    events.rowids = [1, 2, 3]
+    hub = FollowHub(CommitSignal(), events.newest, events.after)
+    hub.evaluate = lambda sub, rowids: [_hit(r) for r in rowids]
+    blocked = threading.Event()
+    sent: list = []
+
+    def send(frame):
+        blocked.wait(10)  # the reader takes nothing until released
+        sent.append(frame)
+        return True
+
+    conn = ConnectionFollows(send)
+    first = hub.subscribe(conn, 1, wire.FollowArgs(query="x"), scope=None)
+    events.rowids += [4, 5]
+    second = hub.subscribe(conn, 2, wire.FollowArgs(query="x"), scope=None)  # after 5: 4 and 5 are old to it
+    events.rowids += [6]
+    hub.round()
+    assert [h.entry_id for h in first.queue] + [h.entry_id for h in second.queue] in (
+        ["e4", "e5", "e6", "e6"],
+        ["e5", "e6", "e6"],  # the pusher may already have taken e4 (blocked in send)
+    )
+    hub.round()  # nothing new: nothing repeated
+    assert len(first.queue) <= 3 and len(second.queue) == 1
+    events.rowids += list(range(7, 7 + wire.FOLLOW_QUEUE_HITS + 10))
+    hub.round()
+    assert first.dropped and second.dropped and hub.count() == 0
+    blocked.set()
+    deadline = time.monotonic() + 10
+    while len([f for f in sent if not f.ok]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    errors = [f for f in sent if not f.ok]
+    assert sorted(f.id for f in errors) == [1, 2] and {f.error.code for f in errors} == {ErrorCode.SLOW_CONSUMER}
+    hub.end_connection(conn)
