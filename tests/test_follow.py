@@ -289,12 +289,14 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     events = _Events()
     events.rowids = [1, 2, 3]
     hub = FollowHub(CommitSignal(), events.newest, events.after)
-    hub.evaluate = lambda sub, rowids: [_hit(r) for r in rowids]
-    blocked = threading.Event()
+    evaluated: list = []
+    hub.evaluate = lambda sub, rowids: evaluated.append((sub.id, list(rowids))) or [_hit(r) for r in rowids]
+    blocked, in_send = threading.Event(), threading.Event()
     sent: list = []
 
     def send(frame):
-        blocked.wait(10)  # the reader takes nothing until released
+        in_send.set()
+        blocked.wait()  # the reader takes nothing until released
         sent.append(frame)
         return True
 
@@ -304,12 +306,10 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     second = hub.subscribe(conn, 2, wire.FollowArgs(query="x"), scope=None)  # after 5: 4 and 5 are old to it
     events.rowids += [6]
     hub.round()
-    assert [h.entry_id for h in first.queue] + [h.entry_id for h in second.queue] in (
-        ["e4", "e5", "e6", "e6"],
-        ["e5", "e6", "e6"],  # the pusher may already have taken e4 (blocked in send)
-    )
+    assert evaluated == [(first.id, [4, 5, 6]), (second.id, [6])]
+    assert in_send.wait(10)  # the pusher took one update and is stuck writing it
     hub.round()  # nothing new: nothing repeated
-    assert len(first.queue) <= 3 and len(second.queue) == 1
+    assert len(evaluated) == 2 and len(first.queue) + len(second.queue) <= 2
     events.rowids += list(range(7, 7 + wire.FOLLOW_QUEUE_HITS + 10))
     hub.round()
     assert first.dropped and second.dropped and hub.count() == 0
