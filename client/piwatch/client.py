@@ -182,7 +182,7 @@ class Client:
         *,
         filters: dict[str, Any] | None = None,
         caller: dict[str, Any] | None = None,
-        exact: bool = False,
+        exact: bool = True,
         include_own_results: bool = False,
     ) -> Follow:
         """A standing query: iterate it for each new hit as its event is committed

@@ -281,8 +281,9 @@ class FollowArgs(_Strict):
     query: str
     filters: SearchFilters = msgspec.field(default_factory=SearchFilters)
     include_own_results: bool = False
-    # Only the words as written; otherwise word forms count too (never partial or repaired matches).
-    exact: bool = False
+    # The words as written (default). False adds word forms (never partial or repaired matches);
+    # it costs each follow a dictionary probe per commit (~10-30 ms), so it is opt-in.
+    exact: bool = True
 
 
 class UnfollowArgs(_Strict):

@@ -220,7 +220,7 @@ def follow(ns: argparse.Namespace) -> int:
     try:
         with (
             Client(ns.socket) as client,
-            client.follow(args["query"], filters=args["filters"], caller=caller_from(ns), exact=ns.exact) as stream,
+            client.follow(args["query"], filters=args["filters"], caller=caller_from(ns)) as stream,
         ):
             print(
                 f"piwatch: following {args['query']!r}; new hits appear as they are indexed (Ctrl-C stops)",
