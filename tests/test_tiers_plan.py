@@ -79,6 +79,13 @@ def test_camel_case_round_trip(words):
     assert camel_parts(f"x {name}() y") == expected
 
 
+@given(st.text(st.characters(max_codepoint=127), max_size=60))
+def test_ascii_kinds_fast_path_is_the_definition(text):
+    from piwatchd.index.identifiers import _ASCII_KINDS, _kind
+
+    assert text.translate(_ASCII_KINDS) == "".join(map(_kind, text))
+
+
 @given(st.text(max_size=200))
 def test_splitting_never_fails_and_keeps_letters(text):
     for part in camel_parts(text):

@@ -17,6 +17,8 @@ every indexed text, and a regular expression there cost 4x the ingest time.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from itertools import pairwise
 
 __all__ = ["camel_parts", "identifier_parts", "split_segment"]
 
@@ -33,30 +35,32 @@ _JOINERS = re.compile(r"[\W_]+")
 
 def _kind(ch: str) -> str:
     if ch.isdigit():
-        return "d"
+        return "D"
     if ch.isupper():
-        return "u"
-    return "l"  # lower-case and caseless letters (CJK, ...) alike
+        return "U"
+    return "L"  # lower-case and caseless letters (CJK, ...) alike
+
+
+# Each ASCII character's kind in one `str.translate`: upper-case, digit, other.
+_ASCII_KINDS = str.maketrans(
+    {chr(c): ("U" if chr(c).isupper() else "D" if chr(c).isdigit() else "L") for c in range(128)}
+)
+# Where a part starts: fooBar / foo2Bar, and the last capital of an acronym (HTTPServer).
+_STARTS = re.compile(r"(?<=[LD])U|(?<=U)U(?=L)")
+
+
+@lru_cache(maxsize=1 << 16)  # names repeat across a history: each is split once
+def _split(segment: str) -> tuple[str, ...]:
+    kinds = segment.translate(_ASCII_KINDS) if segment.isascii() else "".join(map(_kind, segment))
+    cuts = [0, *(m.start() for m in _STARTS.finditer(kinds)), len(segment)]
+    return tuple(segment[a:b].lower() for a, b in pairwise(cuts) if b > a)
 
 
 def split_segment(segment: str) -> list[str]:
     """One word (letters and digits) split where its case changes,
     lower-cased: `parseHTTPResponse2` -> parse, http, response2 (digits stay
     with the part before them). A word without case changes is one part."""
-    parts: list[str] = []
-    start, n = 0, len(segment)
-    for i in range(1, n):
-        prev, cur = _kind(segment[i - 1]), _kind(segment[i])
-        boundary = (cur == "u" and prev in "ld") or (
-            # HTTPServer: the last capital of an acronym starts the next part
-            cur == "u" and prev == "u" and i + 1 < n and _kind(segment[i + 1]) == "l"
-        )
-        if boundary:
-            parts.append(segment[start:i])
-            start = i
-    if start < n:
-        parts.append(segment[start:])
-    return [p.lower() for p in parts]
+    return list(_split(segment))
 
 
 def identifier_parts(name: str) -> list[str]:
@@ -84,10 +88,10 @@ def camel_parts(text: str) -> list[str]:
             end = len(classes) if end < 0 else end
             starts[start] = end
             pos = classes.find(change, end)
+    words = dict.fromkeys(raw[start : starts[start]] for start in sorted(starts))
     out: dict[str, None] = {}
-    for start in sorted(starts):
-        word = raw[start : starts[start]].decode("utf-8", "replace")
-        parts = split_segment(word)
+    for word in words:
+        parts = _split(word.decode("utf-8", "replace"))
         if len(parts) > 1:
             out.update(dict.fromkeys(parts))
     return list(out)
