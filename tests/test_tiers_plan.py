@@ -56,6 +56,7 @@ def test_identifier_parts(name, parts):
         ("donnéeÉtat", []),  # case changes are found in ASCII only
         ("donnéesBrutes", ["données", "brutes"]),
         ("", []),
+        ("blob aGVsbG8gV29ybGQhIFRoaXMgaXMgYSBsb25nIGJhc2U2NCBzdHJpbmcgZm9yIGEgdGVzdA end", []),
     ],
 )
 def test_camel_parts(text, parts):

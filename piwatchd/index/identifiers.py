@@ -20,7 +20,7 @@ import re
 from functools import lru_cache
 from itertools import pairwise
 
-__all__ = ["camel_parts", "identifier_parts", "split_segment"]
+__all__ = ["MAX_NAME_BYTES", "camel_parts", "identifier_parts", "split_segment"]
 
 # Byte classes: word bytes (lower-case, digits, every UTF-8 byte of a
 # non-ASCII character) -> "a", upper-case -> "A", the rest -> " ".
@@ -30,6 +30,9 @@ _CLASSES = bytes(
 )
 # fooBar / foo2Bar, and the end of an acronym: HTTPServer.
 _CASE_CHANGES = (b"aA", b"AAa")
+# Longer mixed-case runs are tokens, hashes and base64, not names: their
+# "parts" would be noise in the index.
+MAX_NAME_BYTES = 64
 _JOINERS = re.compile(r"[\W_]+")
 
 
@@ -86,7 +89,8 @@ def camel_parts(text: str) -> list[str]:
             start = classes.rfind(b" ", 0, pos) + 1
             end = classes.find(b" ", pos)
             end = len(classes) if end < 0 else end
-            starts[start] = end
+            if end - start <= MAX_NAME_BYTES:
+                starts[start] = end
             pos = classes.find(change, end)
     words = dict.fromkeys(raw[start : starts[start]] for start in sorted(starts))
     out: dict[str, None] = {}
