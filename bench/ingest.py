@@ -176,7 +176,7 @@ def measure_append_latency(db: Path, files: list[dict], n: int, rng: random.Rand
             os.close(fd)
         t0 = time.perf_counter()
         while True:
-            if search(conn, SearchRequest(f"zz{eid}", limit=1))["hits"]:
+            if search(conn, SearchRequest(f"zz{eid}", limit=1)).hits:
                 break
             if time.perf_counter() - t0 > 30:
                 raise TimeoutError(f"append {eid} not indexed after 30 s")

@@ -88,9 +88,9 @@ def evaluate(db: Path, queries: list[dict], exact: bool = True) -> dict:
     mrr = 0.0
     t0 = time.perf_counter()
     for q in queries:
-        hits = search(conn, SearchRequest(q["query"], limit=10, exact=exact))["hits"]
+        hits = search(conn, SearchRequest(q["query"], limit=10, exact=exact)).hits
         for rank, h in enumerate(hits, 1):
-            if h["entryId"] == q["entryId"]:  # the message or a fork's copy of it
+            if h.entry_id == q["entryId"]:  # the message or a fork's copy of it
                 r1 += rank == 1
                 r10 += 1
                 mrr += 1 / rank

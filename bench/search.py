@@ -109,10 +109,10 @@ class Daemon:
                 raise RuntimeError(f"piwatchd exited with {self.proc.returncode}; see {self.log}")
             try:
                 client = client or Client(self.sock, caller=ALL)
-                svc = client.status().get("service") or {}
-                if svc.get("phase") == "idle" and svc.get("startupSeconds") is not None:
+                svc = client.status().service
+                if svc is not None and svc.phase == "idle" and svc.startup_seconds is not None:
                     client.close()
-                    return {"startupSeconds": svc["startupSeconds"], "wallSeconds": round(time.monotonic() - t0, 1)}
+                    return {"startupSeconds": svc.startup_seconds, "wallSeconds": round(time.monotonic() - t0, 1)}
             except PiwatchError:
                 client = None
             time.sleep(0.5)
@@ -398,7 +398,7 @@ def run_searches(client: Client, queries: list[dict]) -> tuple[list[float], list
         t = time.perf_counter()
         try:
             r = client.search(x["query"], filters=x["filters"], caller=x["caller"], limit=20)
-            out = {"hits": [(h["sessionId"], h["entryId"]) for h in r["hits"]], "error": None}
+            out = {"hits": [(h.session_id, h.entry_id) for h in r.hits], "error": None}
         except PiwatchError as exc:
             out = {"hits": [], "error": str(exc)}
         times.append(time.perf_counter() - t)

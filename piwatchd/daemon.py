@@ -239,6 +239,7 @@ class Daemon:
             mark_dirty=self.inbox.mark,
             request_reindex=self.inbox.request_rebuild,
             hello_info=self._hello,
+            streams=True,  # the server keeps follow subscriptions
             commits=self.service.commits,
             index_trouble=self.inbox.request_index_check,
             query_timeout=self.ns.query_timeout,
@@ -260,18 +261,11 @@ class Daemon:
 
     # -- what the API asks of the daemon ---------------------------------------------
 
-    def _hello(self) -> dict:
-        from piwatch.protocol import OPS, PROTOCOL_VERSION
-
+    def _hello(self) -> dict[str, object]:
+        """What `hello` reports beyond the contract's own facts (protocol, ops, pid)."""
         from . import __version__
 
-        return {
-            "proto": PROTOCOL_VERSION,
-            "version": __version__,
-            "pid": os.getpid(),
-            "startedAt": int(self.started * 1000),
-            "capabilities": list(OPS),
-        }
+        return {"version": __version__, "started_at": int(self.started * 1000)}
 
     def _snapshot(self) -> dict:
         snap = self.service.snapshot()

@@ -52,6 +52,7 @@ __all__ = [
     "branch_before",
     "branch_after",
     "append_neighbours",
+    "LocalTrace",
     "local_trace",
     "abandoned_segment",
 ]
@@ -412,12 +413,23 @@ def append_neighbours(ordered: Sequence[Node], entry_id: str, before: int, after
     return [], []
 
 
-def local_trace(view: TreeView, entry_id: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class LocalTrace:
+    node: Node
+    parent: Node | None
+    parent_recorded: str | None  # the recorded parent id, whether or not that node exists
+    children: list[Node]
+    siblings: list[Node]  # derived: they share the parent
+    toward_leaf: Node | None
+    toward_leaf_known: bool
+
+
+def local_trace(view: TreeView, entry_id: str) -> LocalTrace:
     """Parent, children, siblings (derived) and the neighbour toward the leaf.
 
-    `towardLeaf` is the selected child for an entry on the materialized path,
+    `toward_leaf` is the selected child for an entry on the materialized path,
     the parent for an entry off it whose ancestry joins the path, None for the
-    leaf itself or a tree the leaf is not in; `towardLeafKnown` is False when
+    leaf itself or a tree the leaf is not in; `toward_leaf_known` is False when
     the leaf is unknown.
     """
     node = view.node(entry_id)
@@ -444,12 +456,4 @@ def local_trace(view: TreeView, entry_id: str) -> dict[str, Any]:
             if cur is not None and view.is_selected(cur.entry_id):
                 toward = parent
                 break
-    return {
-        "node": node,
-        "parent": parent,
-        "parentRecorded": node.parent_id,
-        "children": children,
-        "siblings": siblings,
-        "towardLeaf": toward,
-        "towardLeafKnown": known,
-    }
+    return LocalTrace(node, parent, node.parent_id, children, siblings, toward, known)

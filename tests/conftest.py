@@ -100,7 +100,7 @@ def index_dir(short_tmp):
                 return c.search(query, filters=kw, limit=kw.pop("limit", 50))
 
         def hits(self, query: str, **kw) -> list[tuple[str, str, str]]:
-            return [(h["sessionId"], h["entryId"], h["evidence"]["kind"]) for h in self.search(query, **kw)["hits"]]
+            return [(h.session_id, h.entry_id, h.evidence.kind) for h in self.search(query, **kw).hits]
 
     Env.root.mkdir(parents=True)
     return Env()

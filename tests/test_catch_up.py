@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import jsonl, msg, v3_header
 
-from piwatchd.api import Api, _catch_up_warnings
+from piwatchd.api import Api
 from piwatchd.direct import index_once
+from piwatchd.ops.status import catch_up_warnings
 from piwatchd.server import Server
 
 BIN = Path(sys.executable).parent
@@ -41,7 +42,7 @@ BIN = Path(sys.executable).parent
     ],
 )
 def test_catch_up_warning_table(snapshot, message):
-    got = [w.message for w in _catch_up_warnings(snapshot) if w.code == "indexing"]
+    got = [w.message for w in catch_up_warnings(snapshot) if w.code == "indexing"]
     assert got == ([] if message is None else [message])
 
 

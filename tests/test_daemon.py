@@ -81,8 +81,7 @@ class World:
             self.proc = proc  # the primary instance; a refused second one is not tracked here
             wait_for(
                 lambda: (
-                    self.client().status()["service"]["pid"] == proc.pid
-                    and self.client().status()["service"]["phase"] == "idle"
+                    self.client().status().service.pid == proc.pid and self.client().status().service.phase == "idle"
                 )
             )
         return proc
@@ -131,20 +130,20 @@ def world(short_tmp):
 
 
 def sids(result):
-    return sorted({h["sessionId"] for h in result["hits"]})
+    return sorted({h.session_id for h in result.hits})
 
 
 def test_authorized_search_read_trace_sessions(world):
     with world.client({"cwd": str(world.proj / "pkg")}) as c:
-        assert c.hello()["proto"] == 1
+        assert c.hello().proto == 1
         # nested root and symlinked cwd are inside; the prefix sibling /proj2 is not
         assert sids(c.search("kraken")) == ["s-fork", "s-link", "s-nested", "s-now", "s-proj"]
-        hit = c.search('"release notes"')["hits"][0]
-        read = c.read(hit["sessionId"], hit["entryId"])
-        assert read["source"]["status"] == "verified"
-        trace = c.trace(hit["sessionId"], hit["entryId"])
-        assert trace["children"][0]["entryId"] == "s-proj-e1"
-        listed = {s["sessionId"] for s in c.sessions()["sessions"]}
+        hit = c.search('"release notes"').hits[0]
+        read = c.read(hit.session_id, hit.entry_id)
+        assert read.source.status == "verified"
+        trace = c.trace(hit.session_id, hit.entry_id)
+        assert trace.children[0].entry_id == "s-proj-e1"
+        listed = {s.session_id for s in c.sessions().sessions}
         assert "s-prefix" not in listed and "s-proj" in listed
         with pytest.raises(NotFound):
             c.read("s-prefix", "s-prefix-e0")
@@ -159,7 +158,7 @@ def test_fork_lineage_never_reveals_an_unauthorized_parent(world):
         trace = c.trace("s-fork", "s-prefix-e0")
         assert "s-prefix" not in to_json(trace).replace("s-prefix-e0", "")
     with world.client({"all": True}) as c:
-        kinds = {e["kind"] for e in c.trace("s-fork", "s-prefix-e0")["relationships"]}
+        kinds = {e.kind for e in c.trace("s-fork", "s-prefix-e0").relationships}
         assert {"fork-anchor", "session-parent"} <= kinds
 
 
@@ -167,14 +166,14 @@ def test_invocation_cutoff_over_the_socket(world):
     caller = {"cwd": str(world.proj), "sessionId": "s-now", "cutoffEntryId": "s-now-e1", "toolCallId": "t1"}
     with world.client(caller) as c:
         assert "s-now" not in sids(c.search("kraken"))
-        own = c.search("kraken", filters={"sessionId": ["s-now"]})["hits"]
-        assert [h["entryId"] for h in own] == ["s-now-e0"]
+        own = c.search("kraken", filters={"sessionId": ["s-now"]}).hits
+        assert [h.entry_id for h in own] == ["s-now-e0"]
         with pytest.raises(NotFound):
             c.read("s-now", "s-now-e1")
         with pytest.raises(NotFound):
             c.read("s-now", "s-now-e2")
         r = c.read("s-now", "s-now-e0", after=5, order="append")
-        assert r["entryId"] == "s-now-e0"
+        assert r.entry_id == "s-now-e0"
         assert "s-now-e1" not in to_json(r) and "s-now-e2" not in to_json(r)
         t = c.trace("s-now", "s-now-e0")
         assert "s-now-e1" not in to_json(t)
@@ -186,9 +185,9 @@ def test_live_append_is_searchable_with_freshness(world):
         fh.write(jsonl(msg("s-proj-e2", "s-proj-e1", "user", "leviathan appended")))
     with world.client({"cwd": str(world.proj)}) as c:
         result = c.search("leviathan", filters={"sessionId": ["s-proj"]}, wait=5)
-        assert [h["entryId"] for h in result["hits"]] == ["s-proj-e2"]
-        fresh = {f["sessionId"]: f for f in c.last_freshness["sessions"]}
-        assert fresh["s-proj"]["complete"] and fresh["s-proj"]["indexedBytes"] == path.stat().st_size
+        assert [h.entry_id for h in result.hits] == ["s-proj-e2"]
+        fresh = {f.session_id: f for f in c.last_freshness.sessions}
+        assert fresh["s-proj"].complete and fresh["s-proj"].indexed_bytes == path.stat().st_size
 
 
 def test_cli_talks_to_the_daemon_and_falls_back(world):

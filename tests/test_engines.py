@@ -59,8 +59,8 @@ def matching(conn: sqlite3.Connection, query: str, filters: SearchFilters) -> se
     offset = 0
     while True:
         result = search(conn, SearchRequest(query, filters, limit=200, offset=offset, exact=True))
-        out.update((h["sessionId"], h["entryId"]) for h in result["hits"])
-        if not result["hasMore"] or offset >= 2000:
+        out.update((h.session_id, h.entry_id) for h in result.hits)
+        if not result.has_more or offset >= 2000:
             return out
         offset += 200
 
@@ -184,29 +184,29 @@ def test_relaxed_search_keeps_the_exact_tier_first(indexes, queries):
     order = ("exact", "forms", "repaired", "partial")
     for engine, conn in indexes.items():
         for query in queries[:12]:
-            strict = search(conn, SearchRequest(query, limit=50, exact=True))["hits"]
-            relaxed = search(conn, SearchRequest(query, limit=50))["hits"]
-            assert [(h["sessionId"], h["entryId"]) for h in relaxed if h["tier"] == "exact"] == [
-                (h["sessionId"], h["entryId"]) for h in strict
+            strict = search(conn, SearchRequest(query, limit=50, exact=True)).hits
+            relaxed = search(conn, SearchRequest(query, limit=50)).hits
+            assert [(h.session_id, h.entry_id) for h in relaxed if h.tier == "exact"] == [
+                (h.session_id, h.entry_id) for h in strict
             ], (engine, query)
-            tiers = [order.index(h["tier"]) for h in relaxed]
+            tiers = [order.index(h.tier) for h in relaxed]
             assert tiers == sorted(tiers), (engine, query)
-            keys = [(h["sessionId"], h["entryId"]) for h in relaxed]
+            keys = [(h.session_id, h.entry_id) for h in relaxed]
             assert len(keys) == len(set(keys)), (engine, query)
             if engine == "fts5":  # the FTS5 engine has the exact tier only (README: engines)
-                assert {h["tier"] for h in relaxed} <= {"exact"}
+                assert {h.tier for h in relaxed} <= {"exact"}
 
 
 def test_filters_admit_what_they_say(indexes, queries):
     """Independent of the other engine: hits honour their filters."""
     conn = indexes["tantivy"]
     for query in queries[:8]:
-        for h in search(conn, SearchRequest(query, SearchFilters(authorized_roots=("/work/proj",)), limit=200))["hits"]:
-            assert h["cwd"] == "/work/proj" or h["cwd"].startswith("/work/proj/"), h["cwd"]
-        for h in search(conn, SearchRequest(query, SearchFilters(kinds=("tool.result",)), limit=200))["hits"]:
-            assert h["evidence"]["kind"] == "tool.result"
-        for h in search(conn, SearchRequest(query, SearchFilters(branch_states=("alternate",)), limit=200))["hits"]:
-            assert h["branchState"] == "alternate"
+        for h in search(conn, SearchRequest(query, SearchFilters(authorized_roots=("/work/proj",)), limit=200)).hits:
+            assert h.cwd == "/work/proj" or h.cwd.startswith("/work/proj/"), h.cwd
+        for h in search(conn, SearchRequest(query, SearchFilters(kinds=("tool.result",)), limit=200)).hits:
+            assert h.evidence.kind == "tool.result"
+        for h in search(conn, SearchRequest(query, SearchFilters(branch_states=("alternate",)), limit=200)).hits:
+            assert h.branch_state == "alternate"
 
 
 def test_tantivy_keeps_no_text_in_sqlite(indexes):
@@ -220,9 +220,9 @@ def test_snippets_mark_the_matched_words(indexes, queries):
     conn = indexes["tantivy"]
     for query in queries[6:14]:
         words = set(query.strip('"').lower().split())
-        for h in search(conn, SearchRequest(query, limit=20, exact=True))["hits"]:
-            assert h["spans"], (query, h["snippet"])
-            marked = {h["snippet"][s:e].lower() for s, e in h["spans"]}
+        for h in search(conn, SearchRequest(query, limit=20, exact=True)).hits:
+            assert h.spans, (query, h.snippet)
+            marked = {h.snippet[s:e].lower() for s, e in h.spans}
             assert marked & words, (query, marked)
 
 

@@ -520,8 +520,8 @@ def _text_snapshot(db: Path, manifest: dict):
             found, offset = set(), 0
             while True:
                 page = search(conn, SearchRequest(w, limit=200, offset=offset))
-                found.update((h["sessionId"], h["entryId"]) for h in page["hits"])
-                if not page["hasMore"]:
+                found.update((h.session_id, h.entry_id) for h in page.hits)
+                if not page.has_more:
                     break
                 offset += 200
             hits[w] = found

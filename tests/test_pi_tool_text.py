@@ -135,7 +135,7 @@ def _wait_indexed(w: World, sessions: int, timeout: float = 60) -> None:
             raise AssertionError(f"piwatchd exited {w.daemon.returncode}:\n{w.daemon.stderr.read()[-4000:]}")
         try:
             with Client(w.sock, timeout=5, caller={"all": True}) as c:
-                if len(c.sessions()["sessions"]) >= sessions:
+                if len(c.sessions().sessions) >= sessions:
                     return
         except PiwatchError:
             pass

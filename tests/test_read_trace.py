@@ -197,11 +197,11 @@ def test_trace_relationships(env):
 
 
 def test_search_file_filter(env):
-    hits = env.search("foxtrot", files=["/work/proj/src/app.py"])["hits"]
-    assert [h["entryId"] for h in hits] == ["F"]
-    assert env.search("foxtrot", files=["/work/proj/src/app.py"], fileMode="read")["hits"] == []
-    assert [h["entryId"] for h in env.search("bravo", files=["/work/proj/src"], fileMode="read")["hits"]] == ["B"]
-    assert env.search("foxtrot", files=["/work/other.py"])["hits"] == []
+    hits = env.search("foxtrot", files=["/work/proj/src/app.py"]).hits
+    assert [h.entry_id for h in hits] == ["F"]
+    assert env.search("foxtrot", files=["/work/proj/src/app.py"], fileMode="read").hits == []
+    assert [h.entry_id for h in env.search("bravo", files=["/work/proj/src"], fileMode="read").hits] == ["B"]
+    assert env.search("foxtrot", files=["/work/other.py"]).hits == []
 
 
 def test_changed_source_is_reported_not_papered_over(env, capsys):

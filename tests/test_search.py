@@ -90,12 +90,12 @@ def test_cli_index_and_search_human_and_json(index_dir):
 def test_events_coalesce_fragments_and_thinking_is_not_searchable(index_dir):
     index_dir.write("a.jsonl", basic())
     index_dir.index()
-    hits = index_dir.search("websocket")["hits"]
+    hits = index_dir.search("websocket").hits
     # a1 has a text fragment matching; thinking is never indexed.
-    assert [(h["entryId"], h["evidence"]["kind"]) for h in hits if h["entryId"] == "a1"] == [("a1", "assistant.text")]
+    assert [(h.entry_id, h.evidence.kind) for h in hits if h.entry_id == "a1"] == [("a1", "assistant.text")]
     assert index_dir.hits("musing") == []
-    both = [h for h in index_dir.search("reconnect")["hits"] if h["entryId"] == "a1"]
-    assert len(both) == 1 and both[0]["evidence"]["kind"] == "tool.call"
+    both = [h for h in index_dir.search("reconnect").hits if h.entry_id == "a1"]
+    assert len(both) == 1 and both[0].evidence.kind == "tool.call"
 
 
 def test_filters(index_dir):
@@ -138,12 +138,12 @@ def test_results_are_stable_and_paginated(index_dir):
     index_dir.index()
     first = index_dir.search("same words", limit=5)
     again = index_dir.search("same words", limit=5)
-    assert first["hits"] == again["hits"] and first["hasMore"]
+    assert first.hits == again.hits and first.has_more
     with index_dir.client() as c:
         pages = [c.search("same words", limit=5, offset=o).hits for o in (0, 5, 10)]
-    ids = [h["sessionId"] for page in pages for h in page]
+    ids = [h.session_id for page in pages for h in page]
     assert len(ids) == 12 and len(set(ids)) == 12
-    assert len(index_dir.search("same words", limit=200)["hits"]) == 12  # the maximum limit is usable
+    assert len(index_dir.search("same words", limit=200).hits) == 12  # the maximum limit is usable
 
 
 def test_phrase_never_matches_across_the_omission_marker(index_dir):

@@ -54,10 +54,7 @@ def full_plan(conn, request):
 
 def two_phase(conn, request):
     out = search_mod.search(conn, SearchRequest(request.query, request.filters, request.limit, request.offset))
-    return [
-        (h["sessionId"], h["entryId"], h["evidence"]["fragmentId"], h["score"], h["matchedFragments"])
-        for h in out["hits"]
-    ]
+    return [(h.session_id, h.entry_id, h.evidence.fragment_id, h.score, h.matched_fragments) for h in out.hits]
 
 
 FILTERS = [

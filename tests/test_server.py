@@ -75,14 +75,14 @@ def served(short_tmp):
 
 
 def sessions_of(result):
-    return sorted({h["sessionId"] for h in result["hits"]})
+    return sorted({h.session_id for h in result.hits})
 
 
 def test_search_is_authorized_by_workspace_root(served):
     server, proj, tmp = served
     with Client(server.path, caller={"cwd": str(proj / "sub")}) as c:  # git root is proj
         assert sessions_of(c.search("unicorn")) == ["s-current", "s-mine", "s-sub"]
-        assert c.last_freshness["sessions"] and all(f["complete"] for f in c.last_freshness["sessions"])
+        assert c.last_freshness.sessions and all(f.complete for f in c.last_freshness.sessions)
     with Client(server.path, caller={"cwd": str(tmp / "proj2")}) as c:
         assert sessions_of(c.search("unicorn")) == ["s-other"]
     with Client(server.path, caller={"all": True}) as c:
@@ -94,7 +94,7 @@ def test_own_tool_calls_and_results_are_hidden_unless_asked(served):
     with Client(server.path, caller={"cwd": str(proj)}) as c:
         assert "s-echo" not in sessions_of(c.search("unicorn"))
         asked = c.request("search", {"query": "unicorn", "includeOwnResults": True})
-        assert {(h["entryId"], h["evidence"]["kind"]) for h in asked["hits"] if h["sessionId"] == "s-echo"} == {
+        assert {(h.entry_id, h.evidence.kind) for h in asked.hits if h.session_id == "s-echo"} == {
             ("q", "tool.call"),
             ("r", "tool.result"),
         }
@@ -105,10 +105,10 @@ def test_current_session_cutoff(served):
     caller = {"cwd": str(proj), "sessionId": "s-current", "cutoffEntryId": "s-current-e1"}
     with Client(server.path, caller=caller) as c:
         assert "s-current" not in sessions_of(c.search("unicorn"))  # excluded by default
-        hits = c.search("unicorn", filters={"sessionId": ["s-current"]})["hits"]
-        assert [h["entryId"] for h in hits] == ["s-current-e0"]  # only before the invoking entry
+        hits = c.search("unicorn", filters={"sessionId": ["s-current"]}).hits
+        assert [h.entry_id for h in hits] == ["s-current-e0"]  # only before the invoking entry
     with Client(server.path, caller={"cwd": str(proj), "sessionId": "s-current"}) as c:
-        assert c.search("unicorn", filters={"sessionId": ["s-current"]})["hits"] == []  # no cutoff: nothing
+        assert c.search("unicorn", filters={"sessionId": ["s-current"]}).hits == []  # no cutoff: nothing
 
 
 def test_unauthorized_looks_exactly_like_missing(served):
@@ -119,7 +119,7 @@ def test_unauthorized_looks_exactly_like_missing(served):
         with pytest.raises(NotFound) as missing:
             c.read("nope", "nope")
         assert str(hidden.value) == str(missing.value)
-        listed = [s["sessionId"] for s in c.sessions()["sessions"]]
+        listed = [s.session_id for s in c.sessions().sessions]
         assert "s-other" not in listed and "s-mine" in listed
 
 
@@ -128,7 +128,7 @@ def test_query_errors_and_version_mismatch(served):
     with Client(server.path, caller={"cwd": str(proj)}) as c:
         with pytest.raises(QueryError, match="no searchable words"):
             c.search('"')
-        assert c.search("NEAR(unicorn deploy)")["hits"] == []
+        assert c.search("NEAR(unicorn deploy)").hits == []
     s = socket.socket(socket.AF_UNIX)
     s.connect(str(server.path))
     s.sendall(encode_frame({"v": 99, "id": 1, "op": "hello", "args": {"proto": 99}}))

@@ -96,6 +96,6 @@ def _hits(db):
     conn = open_reader(db)
     try:
         out = search(conn, SearchRequest("common", limit=50))
-        return sorted((h["sessionId"], h["entryId"]) for h in out["hits"])
+        return sorted((h.session_id, h.entry_id) for h in out.hits)
     finally:
         conn.close()

@@ -93,16 +93,16 @@ def test_unresolved_fork_stops_and_reports_every_candidate():
 def test_seed_example_trace_of_e_and_b():
     tree = Tree(SEED)
     t = local_trace(tree, "E")
-    assert t["parent"].entry_id == "B"
-    assert [c.entry_id for c in t["children"]] == ["F"]
-    assert [s.entry_id for s in t["siblings"]] == ["C"]
-    assert t["towardLeaf"].entry_id == "F"
+    assert t.parent.entry_id == "B"
+    assert [c.entry_id for c in t.children] == ["F"]
+    assert [s.entry_id for s in t.siblings] == ["C"]
+    assert t.toward_leaf.entry_id == "F"
     tb = local_trace(tree, "B")
-    assert [c.entry_id for c in tb["children"]] == ["C", "E"]
-    assert tb["towardLeaf"].entry_id == "E"
+    assert [c.entry_id for c in tb.children] == ["C", "E"]
+    assert tb.toward_leaf.entry_id == "E"
     # Off the path, the way to the leaf is up.
-    assert local_trace(tree, "D")["towardLeaf"].entry_id == "C"
-    assert local_trace(tree, "F")["towardLeaf"] is None  # F is the leaf
+    assert local_trace(tree, "D").toward_leaf.entry_id == "C"
+    assert local_trace(tree, "F").toward_leaf is None  # F is the leaf
 
 
 # -- selection state, table-driven ----------------------------------------------

@@ -93,11 +93,11 @@ def test_huge_values_are_quoted_only_as_a_bounded_prefix():
     assert len(wire.quote("x" * 10**7)) <= wire.MAX_QUOTE_CHARS + 30
 
 
-def test_mapping_reads_by_wire_name():
+def test_reads_are_by_attribute_and_camel_case_is_only_on_the_wire():
     hit = wire.Evidence(fragment_id="f", kind="user.text", tool_name=None)
-    assert hit["fragmentId"] == "f" and hit.get("toolName") is None and hit.get("nope", 1) == 1
-    with pytest.raises(KeyError):
-        hit["fragment_id"]
+    assert hit.fragment_id == "f" and hit.tool_name is None
+    with pytest.raises(TypeError):  # no mapping shim: a typed value is not a dict
+        hit["fragmentId"]  # type: ignore[index]
     assert re.fullmatch(
         r'\{"fragmentId":"f","kind":"user.text","toolName":null\}', wire.to_json(hit, indent=None).replace(" ", "")
     )

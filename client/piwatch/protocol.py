@@ -42,7 +42,6 @@ __all__ = [
     "send_frame",
     "decode_body",
     "check_depth",
-    "OPS",
 ]
 
 PROTOCOL_VERSION = 1
@@ -50,8 +49,6 @@ MAX_REQUEST_BYTES = 1 << 20  # 1 MiB: a request is a query and a few ids
 MAX_RESPONSE_BYTES = 32 << 20  # responses carry bounded snippets and previews
 MAX_DEPTH = 16
 _HEADER = struct.Struct("!I")
-
-OPS = ("hello", "status", "search", "read", "trace", "sessions", "reindex", "follow", "unfollow")
 
 
 class ErrorCode:

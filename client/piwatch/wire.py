@@ -17,7 +17,6 @@ daemon.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
@@ -31,6 +30,9 @@ __all__ = [
     "ARGS",
     "GROUP_EVENTS_MAX",
     "MAX_QUOTE_CHARS",
+    "OPS",
+    "CONNECTION_OPS",
+    "Tier",
     "RESULTS",
     "SCHEMA_PATH",
     "Alternative",
@@ -161,37 +163,7 @@ def quote(value: Any, limit: int = MAX_QUOTE_CHARS) -> str:
 
 
 class Wire(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
-    """Base of every wire shape. Mapping-style reads (`hit["sessionId"]`,
-    `.get`) by wire name keep code written against plain dicts working."""
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, _attr(type(self), key))
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            value = self[key]
-        except KeyError:
-            return default
-        return default if value is None and default is not None else value
-
-    def __contains__(self, key: str) -> bool:
-        try:
-            return self[key] is not None
-        except KeyError:
-            return False
-
-
-@functools.cache
-def _names(cls: type[msgspec.Struct]) -> dict[str, str]:
-    return dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__, strict=True))
-
-
-def _attr(cls: type[msgspec.Struct], key: str) -> str:
-    """The Python attribute of a wire (camelCase) field name; KeyError if none."""
-    return _names(cls)[key]
+    """Base of every wire shape: read by attribute (snake_case); camelCase only on the wire."""
 
 
 class Request(Wire):
@@ -818,6 +790,11 @@ ARGS: dict[str, type[Wire]] = {
     "follow": FollowArgs,
     "unfollow": UnfollowArgs,
 }
+
+# Every op of the contract, in one place: the daemon's dispatcher and `hello`'s capabilities derive from it.
+OPS: tuple[str, ...] = tuple(ARGS)
+# Ops the connection answers itself (the handshake, and standing queries pushed on it), not the request path.
+CONNECTION_OPS: tuple[str, ...] = ("hello", "follow", "unfollow")
 
 RESULTS: dict[str, type[Wire]] = {
     "hello": HelloResult,

@@ -13,7 +13,9 @@ import sqlite3
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import get_args
+
+from piwatch import wire
 
 from ..text.engine import TextEngine, engine_of
 from .grouping import GROUP_EVENTS_MAX, SessionPager
@@ -30,8 +32,8 @@ def iso_time(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> dict[str, Any]:
-    """Return `{"hits": [...], "query": ..., "limit", "offset", "hasMore"}`;
+def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> wire.SearchResult:
+    """One page of event hits as the wire's `SearchResult` (without its scope);
     grouped by session, `hits` is empty and `sessions` holds the page."""
     validate_page(request)
     engine = engine_of(conn)
@@ -42,8 +44,7 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     with time_limit(conn, timeout):
         rows, snippets, repairs = engine.ranked_page(conn, request, need, deadline, None)
     shown = rows[: request.limit]
-    result = _result(request, _hits(shown, snippets), len(rows) > request.limit)
-    return {**result, **_relaxation(shown, repairs)}
+    return _result(request, _hits(shown, snippets), len(rows) > request.limit, shown, repairs)
 
 
 def _grouped(
@@ -52,7 +53,7 @@ def _grouped(
     engine: TextEngine,
     deadline: float | None,
     timeout: float | None,
-) -> dict[str, Any]:
+) -> wire.SearchResult:
     """One ranked scan of the best GROUP_EVENTS_MAX events (one more to learn
     whether more matched), grouped by session; snippets for the evidence only."""
     pager = SessionPager(request.offset, request.limit)
@@ -61,73 +62,73 @@ def _grouped(
         rows, snippets, repairs = engine.ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
     shown = [rows[g.evidence] for g in pager.page]
     evidence = _hits(shown, snippets)
-    sessions = [
-        {
-            "sessionId": g.session_id,
-            "sessionName": hit["sessionName"],
-            "cwd": hit["cwd"],
+    result = _result(request, [], pager.has_more, shown, repairs)
+    result.sessions = [
+        wire.SessionHit(
+            session_id=g.session_id,
+            session_name=hit.session_name,
+            cwd=hit.cwd,
             # The session's span is the caller's to see: the api fills it (Visibility.describe_sessions).
-            "firstTimestamp": None,
-            "lastTimestamp": None,
-            "matchingEvents": g.matching_events,
-            "evidence": hit,
-        }
+            first_timestamp=None,
+            last_timestamp=None,
+            matching_events=g.matching_events,
+            evidence=hit,
+        )
         for g, hit in zip(pager.page, evidence, strict=True)
     ]
-    result = _result(request, [], pager.has_more)
-    return {
-        **result,
-        **_relaxation(shown, repairs),
-        "sessions": sessions,
-        "groupedEvents": pager.grouped,
-        "groupingCapped": pager.capped,
-    }
+    result.grouped_events = pager.grouped
+    result.grouping_capped = pager.capped
+    return result
 
 
-def _relaxation(shown: list[HitRow], repairs: list[tuple[str, str]]) -> dict[str, Any]:
-    """The result's repairs ("did you mean") and whether a shown hit is below exact."""
-    return {
-        "repairs": [{"word": w, "replacement": r} for w, r in repairs],
-        "relaxed": any(r.tier != "exact" for r in shown),
-    }
+def _result(
+    request: SearchRequest,
+    hits: list[wire.Hit],
+    has_more: bool,
+    shown: list[HitRow],
+    repairs: list[tuple[str, str]],
+) -> wire.SearchResult:
+    """The page, its repairs ("did you mean") and whether a shown hit is below exact."""
+    return wire.SearchResult(
+        query=request.query,
+        limit=request.limit,
+        offset=request.offset,
+        has_more=has_more,
+        hits=hits,
+        repairs=[wire.Repair(word=w, replacement=r) for w, r in repairs],
+        relaxed=any(r.tier != "exact" for r in shown),
+    )
 
 
-def _result(request: SearchRequest, hits: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
-    return {
-        "query": request.query,
-        "limit": request.limit,
-        "offset": request.offset,
-        "hasMore": has_more,
-        "hits": hits,
-    }
-
-
-def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[dict[str, Any]]:
-    hits: list[dict[str, Any]] = []
+def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[wire.Hit]:
+    hits: list[wire.Hit] = []
     for r in rows:
         text, spans = make_snippet(snippets.get(r.frag_rowid, ""))
+        below = r.tier != "exact"
         hits.append(
-            {
-                "sessionId": r.session_id,
-                "entryId": r.entry_id,
-                "eventType": r.type,
-                "role": r.role,
-                "timestamp": iso_time(r.ts_ms),
-                "cwd": r.cwd,
-                "sessionName": r.session_name,
-                "evidence": {"fragmentId": r.fragment_id, "kind": r.kind, "toolName": r.tool_name},
-                "matchedFragments": r.matched,
-                "score": round(-float(r.score), 6),
-                "isError": bool(r.is_error),
-                "contextRole": r.context_role,
-                "branchState": r.branch_state,
-                "selectionState": r.selection_state,
-                "snippet": text,
-                "spans": spans,
-                "tier": r.tier,
-            }
+            wire.Hit(
+                session_id=r.session_id,
+                entry_id=r.entry_id,
+                event_type=r.type,
+                role=r.role,
+                timestamp=iso_time(r.ts_ms),
+                cwd=r.cwd,
+                session_name=r.session_name,
+                evidence=wire.Evidence(fragment_id=r.fragment_id, kind=r.kind, tool_name=r.tool_name),
+                matched_fragments=r.matched,
+                score=round(-float(r.score), 6),
+                is_error=bool(r.is_error),
+                context_role=r.context_role,
+                branch_state=r.branch_state,
+                selection_state=r.selection_state,
+                snippet=text,
+                spans=[(a, b) for a, b in spans],
+                tier=_TIERS.get(r.tier, "exact"),
+                matched=list(r.words or ()) if below else None,
+                missing=list(r.missing or ()) if below else None,
+            )
         )
-        if r.tier != "exact":
-            hits[-1]["matched"] = list(r.words or ())
-            hits[-1]["missing"] = list(r.missing or ())
     return hits
+
+
+_TIERS: dict[str, wire.Tier] = {t: t for t in get_args(wire.Tier)}

@@ -17,65 +17,34 @@ local CLI only; the API refuses it for workspace callers) turns that off.
 from __future__ import annotations
 
 import os
-import sqlite3
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from piwatch import wire
 
-from ..catalog import session_row
 from ..index.redaction import index_rules
-from ..index.source_events import project_rows, verified_line
+from ..index.source_events import verified_line
 from ..index.tree_store import DbTreeView
 from ..model import Entry
 from ..project import MAX_FRAGMENTS_PER_EVENT, project_entry
-from ..redact import NO_RULES, redact_payload, redaction_note
+from ..redact import NO_RULES
 from ..source.lines import RawLine, decode_line
 from ..source.reader import open_source
 from ..tree import branch_after, branch_before
+from .nodes import event_facts, node_summaries, redact_result, redaction_omitted, source_of
+from .request import OpRequest, bad_request, not_found
 
-__all__ = [
-    "OpError",
-    "event_read",
-    "read_source_line",
-    "node_summary",
-    "node_summaries",
-    "PREVIEW_CHARS",
-    "WINDOW_DEFAULT",
-    "WINDOW_MAX",
-    "NEIGHBOURS_MAX",
-]
+__all__ = ["PREVIEW_CHARS", "WINDOW_DEFAULT", "read", "read_source_line"]
 
 PREVIEW_CHARS = 2_000  # per fragment in a plain read
-SMALL_PREVIEW = 160  # neighbours and trace nodes
 WINDOW_DEFAULT = 8_000
-WINDOW_MAX = wire.WINDOW_MAX  # the wire contract's bounds, defined once there
-NEIGHBOURS_MAX = wire.NEIGHBOURS_MAX
 
 
-class OpError(ValueError):
-    """The request cannot be answered; `code` is not-found | invalid."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+SourceStatus = Literal["verified", "changed", "missing", "unreadable"]
 
 
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
-    """(source path, recorded cwd) of an indexed session."""
-    row = session_row(conn, session_id)
-    if row is None:
-        raise OpError("not-found", f"session {session_id} is not indexed")
-    return row.path, row.cwd
-
-
-def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> tuple[str, bytes | None, str | None]:
+def read_source_line(
+    path: str, offset: int, length: int, fingerprint: str
+) -> tuple[SourceStatus, bytes | None, str | None]:
     """(status, line bytes, detail): status is verified | changed | missing | unreadable."""
     try:
         fd = open_source(path)
@@ -99,294 +68,284 @@ def read_source_line(path: str, offset: int, length: int, fingerprint: str) -> t
     return "verified", line, None
 
 
-def not_indexed(fragments: int) -> list[dict[str, Any]]:
+def not_indexed(fragments: int) -> list[wire.Omitted]:
     """The fragments past the index's per-entry cap: readable here, never found by search."""
     if fragments <= MAX_FRAGMENTS_PER_EVENT:
         return []
     return [
-        {
-            "field": f"content[{MAX_FRAGMENTS_PER_EVENT}:]",
-            "kind": "not-indexed",
-            "reason": f"only the first {MAX_FRAGMENTS_PER_EVENT} of this entry's {fragments} fragments are searchable",
-        }
+        wire.Omitted(
+            field=f"content[{MAX_FRAGMENTS_PER_EVENT}:]",
+            kind="not-indexed",
+            reason=f"only the first {MAX_FRAGMENTS_PER_EVENT} of this entry's {fragments} fragments are searchable",
+        )
     ]
 
 
-def omitted_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
+_PRIVATE_KEYS = ("textSignature", "thinkingSignature", "thoughtSignature", "partialJson")
+
+
+def _block_omissions(block: dict[str, Any], where: str) -> list[wire.Omitted]:
+    out: list[wire.Omitted] = []
+    btype = block.get("type")
+    if btype == "thinking":
+        out.append(wire.Omitted(field=where, kind="thinking", reason="private reasoning is excluded"))
+    elif btype == "image":
+        b64 = block.get("data")
+        mime = block.get("mimeType")
+        out.append(
+            wire.Omitted(
+                field=where,
+                kind="image",
+                mime_type=mime if isinstance(mime, str) else None,
+                base64_chars=len(b64) if isinstance(b64, str) else None,
+                reason="image data is excluded",
+            )
+        )
+    for key in _PRIVATE_KEYS:
+        if key in block:
+            out.append(
+                wire.Omitted(
+                    field=f"{where}.{key}", kind="provider-private", reason="provider-private metadata is excluded"
+                )
+            )
+    return out
+
+
+def _message_omissions(msg: dict[str, Any]) -> list[wire.Omitted]:
+    out: list[wire.Omitted] = []
+    if msg.get("role") in ("system", "developer"):
+        out.append(
+            wire.Omitted(
+                field="message.content", kind="prompt", reason="system/developer prompts are not event content"
+            )
+        )
+    if "details" in msg:
+        out.append(
+            wire.Omitted(
+                field="message.details",
+                kind="details",
+                reason="tool details are not model-visible content; see the source locator",
+            )
+        )
+    if "usage" in msg:
+        out.append(wire.Omitted(field="message.usage", kind="accounting", reason="token accounting is not content"))
+    if isinstance(msg.get("attachments"), list):
+        out.append(
+            wire.Omitted(field="message.attachments", kind="attachment", reason="attachment bodies are excluded")
+        )
+    return out
+
+
+def _entry_omissions(data: dict[str, Any]) -> list[wire.Omitted]:
+    out: list[wire.Omitted] = []
+    etype = data.get("type")
+    if "details" in data and etype in ("custom_message", "compaction", "branch_summary"):
+        out.append(
+            wire.Omitted(
+                field="details",
+                kind="details",
+                reason="extension/summary details are not content; see the source locator",
+            )
+        )
+    if etype == "custom":
+        out.append(
+            wire.Omitted(field="data", kind="extension-state", reason="extension state is not conversation content")
+        )
+    if etype == "compaction" and isinstance(data.get("systemMessage"), dict):
+        out.append(
+            wire.Omitted(field="systemMessage", kind="prompt", reason="the prompt checkpoint is not event content")
+        )
+    if etype == "context_edit" and isinstance(data.get("replacement"), dict):
+        out.append(
+            wire.Omitted(field="replacement", kind="edit", reason="replacement content is read from the source locator")
+        )
+    return out
+
+
+def omitted_fields(data: dict[str, Any]) -> list[wire.Omitted]:
     """What the read leaves out on purpose, so a caller never mistakes it for absent."""
-    out: list[dict[str, Any]] = []
     msg = data.get("message") if data.get("type") == "message" else None
     container = msg if isinstance(msg, dict) else data
     prefix = "message." if isinstance(msg, dict) else ""
     content = container.get("content")
+    out: list[wire.Omitted] = []
     for i, block in enumerate(content if isinstance(content, list) else []):
-        if not isinstance(block, dict):
-            continue
-        btype = block.get("type")
-        where = f"{prefix}content[{i}]"
-        if btype == "thinking":
-            out.append({"field": where, "kind": "thinking", "reason": "private reasoning is excluded"})
-        elif btype == "image":
-            size = len(b64) if isinstance(b64 := block.get("data"), str) else None
-            out.append(
-                {
-                    "field": where,
-                    "kind": "image",
-                    "mimeType": block.get("mimeType"),
-                    "base64Chars": size,
-                    "reason": "image data is excluded",
-                }
-            )
-        for key in ("textSignature", "thinkingSignature", "thoughtSignature", "partialJson"):
-            if key in block:
-                out.append(
-                    {
-                        "field": f"{where}.{key}",
-                        "kind": "provider-private",
-                        "reason": "provider-private metadata is excluded",
-                    }
-                )
+        if isinstance(block, dict):
+            out.extend(_block_omissions(block, f"{prefix}content[{i}]"))
     if isinstance(msg, dict):
-        role = msg.get("role")
-        if role in ("system", "developer"):
-            out.append(
-                {
-                    "field": "message.content",
-                    "kind": "prompt",
-                    "reason": "system/developer prompts are not event content",
-                }
-            )
-        if "details" in msg:
-            out.append(
-                {
-                    "field": "message.details",
-                    "kind": "details",
-                    "reason": "tool details are not model-visible content; see the source locator",
-                }
-            )
-        if "usage" in msg:
-            out.append({"field": "message.usage", "kind": "accounting", "reason": "token accounting is not content"})
-        if isinstance(msg.get("attachments"), list):
-            out.append(
-                {"field": "message.attachments", "kind": "attachment", "reason": "attachment bodies are excluded"}
-            )
-    elif "details" in data and data.get("type") in ("custom_message", "compaction", "branch_summary"):
-        out.append(
-            {
-                "field": "details",
-                "kind": "details",
-                "reason": "extension/summary details are not content; see the source locator",
-            }
-        )
-    if data.get("type") == "custom":
-        out.append(
-            {"field": "data", "kind": "extension-state", "reason": "extension state is not conversation content"}
-        )
-    if data.get("type") == "compaction" and isinstance(data.get("systemMessage"), dict):
-        out.append({"field": "systemMessage", "kind": "prompt", "reason": "the prompt checkpoint is not event content"})
-    if data.get("type") == "context_edit" and isinstance(data.get("replacement"), dict):
-        out.append(
-            {"field": "replacement", "kind": "edit", "reason": "replacement content is read from the source locator"}
-        )
+        out.extend(_message_omissions(msg))
+    else:
+        out.extend(_entry_omissions(data))
     return out
 
 
-def _previews(
-    conn: sqlite3.Connection, session_id: str, entry_ids: list[str], limit: int = SMALL_PREVIEW
-) -> dict[str, tuple[str, str]]:
-    """Small previews, {entry id: (text, where from)}, a navigation aid and
-    never canonical content: the first fragment's indexed text, or, when the
-    text engine keeps no text in the read model (Tantivy), the same fragment
-    re-projected from its verified source line. Batched: one query, and one
-    open of the session's file, for all the nodes."""
-    out: dict[str, tuple[str, str]] = {}
-    from_source: dict[int, str] = {}
-    ids = list(dict.fromkeys(entry_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        for entry_id, event_rowid, body in conn.execute(
-            "SELECT e.entry_id, e.event_rowid, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
-            " ORDER BY f.frag_rowid LIMIT 1) FROM events e"
-            f" WHERE e.session_id=? AND e.entry_id IN ({','.join('?' * len(chunk))})",
-            (session_id, *chunk),
-        ):
-            if body:
-                out[entry_id] = (_short_preview(body, limit), "index")
-            elif body is None:
-                from_source[event_rowid] = entry_id
-    if from_source:
-        for event_rowid, event in project_rows(conn, list(from_source)).items():
-            text = event.fragments[0].display_text() if event.fragments else ""
-            if text:
-                out[from_source[event_rowid]] = (_short_preview(text, limit), "source")
-    return out
-
-
-def _short_preview(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _event_facts(row: dict[str, Any]) -> dict[str, Any]:
-    """The event fields a read and its neighbour summaries both show."""
-    return {
-        "timestamp": _iso(row["tsMs"]),
-        "toolNames": row["toolNames"],
-        "isError": row["isError"],
-        "contextRole": row["contextRole"],
-        "branchState": row["branchState"],
-        "selectionState": row["selectionState"],
-    }
-
-
-def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[str]) -> list[dict[str, Any]]:
-    """Summaries of the indexed nodes among `entry_ids`, in order (two queries, not two per node)."""
-    rows = [(eid, row) for eid in entry_ids if (row := view.row(eid)) is not None]
-    previews = _previews(conn, view.session_id, [eid for eid, _ in rows])
-    return [
-        {
-            "sessionId": view.session_id,
-            "entryId": eid,
-            "type": row["type"],
-            "role": row["role"],
-            **_event_facts(row),
-            "preview": previews[eid][0] if eid in previews else None,
-            "previewSource": previews[eid][1] if eid in previews else "index",
-        }
-        for eid, row in rows
-    ]
-
-
-def node_summary(conn: sqlite3.Connection, view: DbTreeView, entry_id: str) -> dict[str, Any] | None:
-    found = node_summaries(conn, view, [entry_id])
-    return found[0] if found else None
-
-
-def _neighbours(
-    conn: sqlite3.Connection, view: DbTreeView, entry_id: str, order: str, before: int, after: int
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"order": order}
+def _neighbours(view: DbTreeView, entry_id: str, order: str, before: int, after: int) -> wire.Neighbours:
+    conn = view.conn
     if order == "append":
         row = view.row(entry_id)
         assert row is not None  # read resolved the target before asking for its neighbours
         prev, nxt = view.by_ordinal(row["ordinal"], before, after)
-        out["before"] = node_summaries(conn, view, [n.entry_id for n in prev])
-        out["after"] = node_summaries(conn, view, [n.entry_id for n in nxt])
-        return out
+        return wire.Neighbours(
+            order="append",
+            before=node_summaries(conn, view, [n.entry_id for n in prev]),
+            after=node_summaries(conn, view, [n.entry_id for n in nxt]),
+        )
     prev_nodes = branch_before(view, entry_id, before)
     walk = branch_after(view, entry_id, after)
-    out["before"] = node_summaries(conn, view, [n.entry_id for n in prev_nodes])
-    out["after"] = node_summaries(conn, view, [n.entry_id for n in walk.nodes])
-    out["alternatives"] = walk.alternatives
-    out["stoppedAtFork"] = walk.stopped_at_fork
     node = view.node(prev_nodes[0].entry_id) if prev_nodes else view.node(entry_id)
-    out["reachedRoot"] = node is not None and (node.parent_id is None or view.node(node.parent_id) is None)
-    return out
+    stop = walk.stopped_at_fork
+    return wire.Neighbours(
+        order="branch",
+        before=node_summaries(conn, view, [n.entry_id for n in prev_nodes]),
+        after=node_summaries(conn, view, [n.entry_id for n in walk.nodes]),
+        alternatives=[
+            wire.Alternative(at=a["at"], followed=a["followed"], alternatives=a["alternatives"])
+            for a in walk.alternatives
+        ],
+        stopped_at_fork=None if stop is None else wire.ForkStop(at=stop["at"], candidates=stop["candidates"]),
+        reached_root=node is not None and (node.parent_id is None or view.node(node.parent_id) is None),
+    )
 
 
-def event_read(conn: sqlite3.Connection, args: wire.ReadArgs) -> dict[str, Any]:
-    """The read result as wire data (`piwatch.wire.ReadResult`); `args` are
-    already validated by the wire contract."""
-    sid, eid = args.session_id, args.entry_id
-    order, before, after = args.order, args.before, args.after
+def read(args: wire.ReadArgs, req: OpRequest) -> wire.ReadResult:
+    """One event, its content from the verified source line; neighbours the caller may not see are dropped."""
+    if args.unredacted and req.vis.scope.roots is not None:
+        # Model-facing output is always redacted; only the file owner's local CLI may opt out.
+        raise bad_request(
+            "unredacted is allowed only for the local CLI with caller all: true (`piwatch read --all --unredacted`)"
+        )
+    with req.limited():
+        req.require_event(args.session_id, args.entry_id)
+        result = event_read(DbTreeView(req.vis.conn, args.session_id), args)
+    req.sessions = [args.session_id]
+    return req.vis.filter_read(result)
+
+
+def event_read(view: DbTreeView, args: wire.ReadArgs) -> wire.ReadResult:
+    """The read result; `args` are already validated by the wire contract."""
+    conn, sid, eid = view.conn, args.session_id, args.entry_id
     path, cwd = source_of(conn, sid)
-    view = DbTreeView(conn, sid)
     row = view.row(eid)
     if row is None:
-        raise OpError("not-found", f"entry {eid} is not indexed in session {sid}")
-    locator = {"path": path, "byteOffset": row["byteOffset"], "byteLength": row["byteLength"]}
-    result: dict[str, Any] = {
-        "sessionId": sid,
-        "entryId": eid,
-        "event": {
-            "type": row["type"],
-            "role": row["role"],
-            "parentId": row["parentId"],
-            "idRecorded": row["idRecorded"],
-            **_event_facts(row),
-            "meta": row["meta"],
-        },
-        "session": {"cwd": cwd, "sourcePath": path},
-        "source": {**locator, "fingerprint": row["fingerprint"]},
-    }
+        raise not_found(f"entry {eid} is not indexed in session {sid}")
+    locator = wire.Locator(path=path, byte_offset=row["byteOffset"], byte_length=row["byteLength"])
+    facts = event_facts(row)
     status, line, detail = read_source_line(path, row["byteOffset"], row["byteLength"], row["fingerprint"])
-    result["source"]["status"] = status
-    if detail:
-        result["source"]["detail"] = detail
+    result = wire.ReadResult(
+        session_id=sid,
+        entry_id=eid,
+        event=wire.EventInfo(
+            type=row["type"],
+            role=row["role"],
+            parent_id=row["parentId"],
+            id_recorded=row["idRecorded"],
+            timestamp=facts.timestamp,
+            tool_names=facts.tool_names,
+            is_error=facts.is_error,
+            context_role=facts.context_role,
+            branch_state=facts.branch_state,
+            selection_state=facts.selection_state,
+            meta=row["meta"],
+        ),
+        session=wire.SessionInfo(cwd=cwd, source_path=path),
+        source=wire.SourceInfo(
+            path=path,
+            byte_offset=locator.byte_offset,
+            byte_length=locator.byte_length,
+            fingerprint=row["fingerprint"],
+            status=status,
+            detail=detail,
+        ),
+    )
     if line is not None:
-        decoded = decode_line(RawLine(row["byteOffset"], line))
-        data = decoded.value if isinstance(decoded.value, dict) else {}
-        entry = Entry(
-            eid,
-            row["parentId"],
-            row["type"],
-            row["ordinal"],
-            row["byteOffset"],
-            row["byteLength"],
-            row["fingerprint"],
-            data,
-            row["idRecorded"],
-        )
-        rules = NO_RULES if args.unredacted else index_rules(conn)
-        fragments = project_entry(sid, entry, rules, bounded=False).fragments
-        texts = {f.fragment_id: f.text for f in fragments}
-        content = []
-        redacted = []
-        for f in fragments:
-            full = f.text
-            if f.redactions:
-                redacted.append(redaction_note(f"content.{f.fragment_id}", dict(f.redactions)))
-            item: dict[str, Any] = {
-                "fragmentId": f.fragment_id,
-                "kind": f.kind.value,
-                "toolName": f.tool_name,
-                "callId": f.call_id,
-                "length": len(full),
-                "text": full[:PREVIEW_CHARS],
-                "truncated": len(full) > PREVIEW_CHARS,
-            }
-            if item["truncated"]:
-                item["next"] = {"fragmentId": f.fragment_id, "offset": PREVIEW_CHARS}
-                item["locator"] = locator
-            content.append(item)
-        result["content"] = content
-        result["omitted"] = omitted_fields(data) + redacted + not_indexed(len(fragments))
-        if args.fragment_id is not None:
-            result["fragment"] = _window(args, texts, {f.fragment_id: f for f in fragments}, locator)
+        _content(result, view, row, line, args, locator)
     elif args.fragment_id is not None:
-        raise OpError("not-found", f"cannot read fragment {wire.quote(args.fragment_id)}: {detail}")
-    if before or after:
-        result["neighbours"] = _neighbours(conn, view, eid, order, before, after)
+        raise not_found(f"cannot read fragment {wire.quote(args.fragment_id)}: {detail}")
+    if args.before or args.after:
+        result.neighbours = _neighbours(view, eid, args.order, args.before, args.after)
     if args.unredacted:
-        result["unredacted"] = True
+        result.unredacted = True
         return result
     # Every other field (meta, previews, paths) through the same rules; nothing silent.
-    result, notes = redact_payload(result, index_rules(conn))
-    result.setdefault("omitted", []).extend(notes)
+    result, notes = redact_result(result, index_rules(conn))
+    result.omitted = [*(result.omitted or []), *notes]
     return result
 
 
-def _window(args: wire.ReadArgs, texts: dict[str, str], fragments: dict, locator: dict) -> dict[str, Any]:
-    fid = args.fragment_id
-    if fid is None or fid not in fragments:
-        raise OpError(
-            "not-found", f"no fragment {wire.quote(fid)} in this event (fragments: {', '.join(fragments) or 'none'})"
+def _content(
+    result: wire.ReadResult,
+    view: DbTreeView,
+    row: dict[str, Any],
+    line: bytes,
+    args: wire.ReadArgs,
+    locator: wire.Locator,
+) -> None:
+    """The event's fragments from its verified line, projected (and redacted) as the index did."""
+    decoded = decode_line(RawLine(row["byteOffset"], line))
+    data = decoded.value if isinstance(decoded.value, dict) else {}
+    entry = Entry(
+        args.entry_id,
+        row["parentId"],
+        row["type"],
+        row["ordinal"],
+        row["byteOffset"],
+        row["byteLength"],
+        row["fingerprint"],
+        data,
+        row["idRecorded"],
+    )
+    rules = NO_RULES if args.unredacted else index_rules(view.conn)
+    fragments = project_entry(args.session_id, entry, rules, bounded=False).fragments
+    content = []
+    redacted = []
+    for f in fragments:
+        if f.redactions:
+            redacted.append(redaction_omitted(f"content.{f.fragment_id}", dict(f.redactions)))
+        truncated = len(f.text) > PREVIEW_CHARS
+        content.append(
+            wire.ContentItem(
+                fragment_id=f.fragment_id,
+                kind=f.kind.value,
+                tool_name=f.tool_name,
+                call_id=f.call_id,
+                length=len(f.text),
+                text=f.text[:PREVIEW_CHARS],
+                truncated=truncated,
+                next=wire.FragmentRef(fragment_id=f.fragment_id, offset=PREVIEW_CHARS) if truncated else None,
+                locator=_copy(locator) if truncated else None,
+            )
         )
-    text = texts[fid]
+    result.content = content
+    result.omitted = omitted_fields(data) + redacted + not_indexed(len(fragments))
+    if args.fragment_id is not None:
+        result.fragment = _window(args, {f.fragment_id: (f.kind.value, f.text) for f in fragments}, locator)
+
+
+def _window(args: wire.ReadArgs, texts: dict[str, tuple[str, str]], locator: wire.Locator) -> wire.FragmentWindow:
+    """One page of one fragment's full text."""
+    fid = args.fragment_id
+    if fid is None or fid not in texts:
+        raise not_found(f"no fragment {wire.quote(fid)} in this event (fragments: {', '.join(texts) or 'none'})")
+    kind, text = texts[fid]
     offset = 0 if args.offset is None else args.offset
     if offset > len(text):
-        raise OpError("invalid", f"offset must be between 0 and {len(text)} (the fragment's length)")
+        raise bad_request(f"offset must be between 0 and {len(text)} (the fragment's length)")
     length = WINDOW_DEFAULT if args.length is None else args.length
     piece = text[offset : offset + length]
     end = offset + len(piece)
-    return {
-        "fragmentId": fid,
-        "kind": fragments[fid].kind.value,
-        "offset": offset,
-        "length": len(piece),
-        "totalLength": len(text),
-        "text": piece,
-        "hasMore": end < len(text),
-        "nextOffset": end if end < len(text) else None,
-        "locator": locator,
-    }
+    return wire.FragmentWindow(
+        fragment_id=fid,
+        kind=kind,
+        offset=offset,
+        length=len(piece),
+        total_length=len(text),
+        text=piece,
+        has_more=end < len(text),
+        next_offset=end if end < len(text) else None,
+        locator=_copy(locator),
+    )
+
+
+def _copy(locator: wire.Locator) -> wire.Locator:
+    # Each field its own value: redaction walks and reports every place a path is shown.
+    return wire.Locator(path=locator.path, byte_offset=locator.byte_offset, byte_length=locator.byte_length)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, TextIO
 
+from ..colour import SafeText
+from ..wire import Neighbours, NodeSummary, ReadResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
-__all__ = ["add_parser", "run", "read_args", "print_read"]
+__all__ = ["add_parser", "node_line", "print_read", "read_args", "run"]
 
 
 def add_parser(sub) -> None:
@@ -55,66 +57,71 @@ def read_args(ns: argparse.Namespace) -> dict[str, Any]:
     return args
 
 
-def _line(n: dict[str, Any] | None) -> str:
+def node_line(n: NodeSummary | None) -> str:
+    """One tree node on one line: id, type/role, branch and selection state, preview."""
     if n is None:
         return "?"
-    role = f"/{n['role']}" if n.get("role") else ""
-    preview = f"  {n['preview']}" if n.get("preview") else ""
-    return f"{n['entryId']}  {n['type']}{role}  [{n['branchState']}, {n['selectionState']}]{preview}"
+    role = f"/{n.role}" if n.role else ""
+    preview = f"  {n.preview}" if n.preview else ""
+    return f"{n.entry_id}  {n.type}{role}  [{n.branch_state}, {n.selection_state}]{preview}"
 
 
-def print_read(r: dict[str, Any], out) -> None:
-    ev, src = r["event"], r["source"]
-    role = f"/{ev['role']}" if ev.get("role") else ""
-    print(f"session {r['sessionId']}  entry {r['entryId']}  {ev['type']}{role}", file=out)
-    print(
-        f"  {ev['timestamp'] or '?'}  parent {ev['parentId'] or '-'}  branch {ev['branchState']}"
-        f"  selection {ev['selectionState']}  {ev['contextRole']}",
-        file=out,
-    )
-    print(f"  source {src['path']} bytes {src['byteOffset']}+{src['byteLength']}: {src['status']}", file=out)
-    if src.get("detail"):
-        print(f"  ! {src['detail']}", file=out)
-    nb = r.get("neighbours")
-    if nb and nb["before"]:
-        print(f"-- before ({nb['order']} order)", file=out)
-        for n in nb["before"]:
-            print(f"  {_line(n)}", file=out)
-    if "fragment" in r:
-        fr = r["fragment"]
+def _print_content(r: ReadResult, out: TextIO | SafeText) -> None:
+    fr = r.fragment
+    if fr is not None:
         print(
-            f"-- fragment {fr['fragmentId']} ({fr['kind']}) chars {fr['offset']}-{fr['offset'] + fr['length']}"
-            f" of {fr['totalLength']}",
+            f"-- fragment {fr.fragment_id} ({fr.kind}) chars {fr.offset}-{fr.offset + fr.length} of {fr.total_length}",
             file=out,
         )
-        print(fr["text"], file=out)
-        if fr["hasMore"]:
-            print(f"-- more: --fragment {fr['fragmentId']} --offset {fr['nextOffset']}", file=out)
-    else:
-        for c in r.get("content", []):
-            tool = f" {c['toolName']}" if c.get("toolName") else ""
-            print(f"-- {c['fragmentId']} ({c['kind']}{tool}, {c['length']} chars)", file=out)
-            print(c["text"], file=out)
-            if c["truncated"]:
-                print(f"-- truncated: --fragment {c['fragmentId']} --offset {c['next']['offset']}", file=out)
-    for o in r.get("omitted", []):
-        counts = ", ".join(f"{k} x{n}" for k, n in (o.get("counts") or {}).items())
-        print(f"(omitted {o['field']}: {o['reason']}{f': {counts}' if counts else ''})", file=out)
+        print(fr.text, file=out)
+        if fr.has_more:
+            print(f"-- more: --fragment {fr.fragment_id} --offset {fr.next_offset}", file=out)
+        return
+    for c in r.content or []:
+        tool = f" {c.tool_name}" if c.tool_name else ""
+        print(f"-- {c.fragment_id} ({c.kind}{tool}, {c.length} chars)", file=out)
+        print(c.text, file=out)
+        if c.truncated and c.next is not None:
+            print(f"-- truncated: --fragment {c.fragment_id} --offset {c.next.offset}", file=out)
+
+
+def _print_after(nb: Neighbours, out: TextIO | SafeText) -> None:
+    if nb.after or nb.stopped_at_fork or nb.alternatives:
+        print(f"-- after ({nb.order} order)", file=out)
+    for n in nb.after:
+        print(f"  {node_line(n)}", file=out)
+    for alt in nb.alternatives or []:
+        print(f"  (at {alt.at} followed {alt.followed}; other branches: {', '.join(alt.alternatives)})", file=out)
+    fork = nb.stopped_at_fork
+    if fork:
+        print(f"  (stopped at fork {fork.at}: candidates {', '.join(fork.candidates)})", file=out)
+
+
+def print_read(r: ReadResult, out: TextIO | SafeText) -> None:
+    ev, src = r.event, r.source
+    role = f"/{ev.role}" if ev.role else ""
+    print(f"session {r.session_id}  entry {r.entry_id}  {ev.type}{role}", file=out)
+    print(
+        f"  {ev.timestamp or '?'}  parent {ev.parent_id or '-'}  branch {ev.branch_state}"
+        f"  selection {ev.selection_state}  {ev.context_role}",
+        file=out,
+    )
+    print(f"  source {src.path} bytes {src.byte_offset}+{src.byte_length}: {src.status}", file=out)
+    if src.detail:
+        print(f"  ! {src.detail}", file=out)
+    nb = r.neighbours
+    if nb and nb.before:
+        print(f"-- before ({nb.order} order)", file=out)
+        for n in nb.before:
+            print(f"  {node_line(n)}", file=out)
+    _print_content(r, out)
+    for o in r.omitted or []:
+        counts = ", ".join(f"{k} x{n}" for k, n in (o.counts or {}).items())
+        print(f"(omitted {o.field}: {o.reason}{f': {counts}' if counts else ''})", file=out)
     if nb:
-        if nb["after"] or nb.get("stoppedAtFork") or nb.get("alternatives"):
-            print(f"-- after ({nb['order']} order)", file=out)
-        for n in nb["after"]:
-            print(f"  {_line(n)}", file=out)
-        for alt in nb.get("alternatives") or []:
-            print(
-                f"  (at {alt['at']} followed {alt['followed']}; other branches: {', '.join(alt['alternatives'])})",
-                file=out,
-            )
-        fork = nb.get("stoppedAtFork")
-        if fork:
-            print(f"  (stopped at fork {fork['at']}: candidates {', '.join(fork['candidates'])})", file=out)
+        _print_after(nb, out)
 
 
 def run(ns: argparse.Namespace) -> int:
     # Exit 3: the source changed since indexing, so the content could not be verified.
-    return run_op(ns, "read", read_args(ns), print_read, lambda r: 0 if r["source"]["status"] == "verified" else 3)
+    return run_op(ns, "read", read_args(ns), print_read, lambda r: 0 if r.source.status == "verified" else 3)

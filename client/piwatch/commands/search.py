@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, TextIO
 
 from ..colour import SafeText, highlight, use_colour, write_raw
 from ..timeparse import parse_time
+from ..wire import Hit, SearchResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions"]
@@ -117,31 +118,35 @@ def tier_divider(tier: str) -> str:
     return f"── {tier}: {TIER_HEADINGS[tier]} ──"
 
 
-def _repairs_line(result: dict[str, Any]) -> str | None:
-    repairs = result.get("repairs") or []
-    if not repairs:
+def _repairs_line(result: SearchResult) -> str | None:
+    if not result.repairs:
         return None
-    return "did you mean: " + ", ".join(f"{r['word']} → {r['replacement']}" for r in repairs)
+    return "did you mean: " + ", ".join(f"{r.word} → {r.replacement}" for r in result.repairs)
 
 
-def _words_line(hit: dict[str, Any]) -> str | None:
-    if hit.get("tier", "exact") == "exact" or hit.get("matched") is None:
+def _words_line(hit: Hit) -> str | None:
+    if hit.tier == "exact" or hit.matched is None:
         return None
-    matched, missing = hit["matched"], hit.get("missing") or []
+    matched, missing = hit.matched, hit.missing or []
     total = len(matched) + len(missing)
     line = f"matched {len(matched)} of {total} words: {', '.join(matched) or '-'}"
     return line + (f"; missing: {', '.join(missing)}" if missing else "")
 
 
-def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
+def _colour_of(out: TextIO | SafeText, colour: bool | None) -> bool:
+    if colour is not None:
+        return colour
+    return out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
+
+
+def print_hits(result: SearchResult, out: TextIO | SafeText, colour: bool | None = None) -> None:
     """Hits as text; matches in colour when `colour` (default: `out`'s colour
     when it is a `SafeText`, else `--color auto` for `out`). Session text is
     written escaped (`highlight`, `SafeText`)."""
-    if colour is None:
-        colour = out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
-    hits = result["hits"]
+    colour = _colour_of(out, colour)
+    hits = result.hits
     if not hits:
-        roots = (result.get("scope") or {}).get("roots")
+        roots = result.scope.roots if result.scope else None
         where = f" in the sessions of {', '.join(roots)} (--all searches every project)" if roots else ""
         print(f"no hits{where}", file=out)
         return
@@ -149,57 +154,56 @@ def print_hits(result: dict[str, Any], out, colour: bool | None = None) -> None:
     if repairs:
         print(repairs, file=out)
     tier = "exact"
-    for n, hit in enumerate(hits, start=result["offset"] + 1):
-        if hit.get("tier", "exact") != tier:
-            tier = hit["tier"]
+    for n, hit in enumerate(hits, start=result.offset + 1):
+        if hit.tier != tier:
+            tier = hit.tier
             print(tier_divider(tier), file=out)
         _print_hit(f"{n}. ", hit, out, colour)
-    if result.get("hasMore"):
-        print(f"(more: --offset {result['offset'] + len(hits)})", file=out)
+    if result.has_more:
+        print(f"(more: --offset {result.offset + len(hits)})", file=out)
 
 
 def _when(ts: str | None) -> str:
     return (ts or "?")[:19].replace("T", " ")
 
 
-def _print_hit(lead: str, hit: Any, out, colour: bool) -> None:
-    ev = hit["evidence"]
-    tool = f" tool={ev['toolName']}" if ev.get("toolName") else ""
-    err = " ERROR" if hit["isError"] else ""
-    state = f"  [{hit['branchState']}, {hit['selectionState']}]"
+def _print_hit(lead: str, hit: Hit, out: TextIO | SafeText, colour: bool) -> None:
+    ev = hit.evidence
+    tool = f" tool={ev.tool_name}" if ev.tool_name else ""
+    err = " ERROR" if hit.is_error else ""
+    state = f"  [{hit.branch_state}, {hit.selection_state}]"
     pad = " " * len(lead)
-    print(f"{lead}{_when(hit['timestamp'])}  {ev['kind']}{tool}{err}{state}  {hit['cwd'] or '?'}", file=out)
-    print(f"{pad}session {hit['sessionId']}  entry {hit['entryId']}  fragment {ev['fragmentId']}", file=out)
+    print(f"{lead}{_when(hit.timestamp)}  {ev.kind}{tool}{err}{state}  {hit.cwd or '?'}", file=out)
+    print(f"{pad}session {hit.session_id}  entry {hit.entry_id}  fragment {ev.fragment_id}", file=out)
     words = _words_line(hit)
     if words:
         print(f"{pad}{words}", file=out)
-    write_raw(out, f"{pad}{highlight(hit['snippet'], hit['spans'], colour)}\n")
+    write_raw(out, f"{pad}{highlight(hit.snippet, hit.spans, colour)}\n")
 
 
-def print_sessions(result: dict[str, Any], out, colour: bool | None = None) -> None:
+def print_sessions(result: SearchResult, out: TextIO | SafeText, colour: bool | None = None) -> None:
     """Sessions as text (`--sessions`), each with its strongest event as evidence."""
-    if colour is None:
-        colour = out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
-    sessions = result.get("sessions") or []
+    colour = _colour_of(out, colour)
+    sessions = result.sessions or []
     if not sessions:
         print_hits(result, out, colour)  # the same "no hits" line
         return
-    more = "+" if result.get("groupingCapped") else ""
+    more = "+" if result.grouping_capped else ""
     repairs = _repairs_line(result)
     if repairs:
         print(repairs, file=out)
-    for n, s in enumerate(sessions, start=result["offset"] + 1):
-        name = f'"{s["sessionName"]}"' if s.get("sessionName") else "(unnamed)"
-        span = f"{_when(s['firstTimestamp'])} .. {_when(s['lastTimestamp'])}"
-        events = f"{s['matchingEvents']}{more} matching event{'' if s['matchingEvents'] == 1 else 's'}"
-        print(f"{n}. session {s['sessionId']}  {name}  {s['cwd'] or '?'}", file=out)
-        tier = s["evidence"].get("tier", "exact")
+    for n, s in enumerate(sessions, start=result.offset + 1):
+        name = f'"{s.session_name}"' if s.session_name else "(unnamed)"
+        span = f"{_when(s.first_timestamp)} .. {_when(s.last_timestamp)}"
+        events = f"{s.matching_events}{more} matching event{'' if s.matching_events == 1 else 's'}"
+        print(f"{n}. session {s.session_id}  {name}  {s.cwd or '?'}", file=out)
+        tier = s.evidence.tier
         print(f"   {span}  {events}; strongest{'' if tier == 'exact' else f' ({tier})'}:", file=out)
-        _print_hit("     ", s["evidence"], out, colour)
-    if result.get("groupingCapped"):
-        print(f"(grouped the best {result['groupedEvents']} matching events; more matched)", file=out)
-    if result.get("hasMore"):
-        print(f"(more sessions: --offset {result['offset'] + len(sessions)})", file=out)
+        _print_hit("     ", s.evidence, out, colour)
+    if result.grouping_capped:
+        print(f"(grouped the best {result.grouped_events} matching events; more matched)", file=out)
+    if result.has_more:
+        print(f"(more sessions: --offset {result.offset + len(sessions)})", file=out)
 
 
 def follow(ns: argparse.Namespace) -> int:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
+from ..colour import SafeText
 from ..timeparse import parse_time
+from ..wire import SessionsResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "sessions_args", "print_sessions"]
@@ -53,7 +55,7 @@ def run(ns: argparse.Namespace) -> int:
     return run_op(ns, "sessions", sessions_args(ns), lambda r, out: print_sessions(r, out, ns.offset))
 
 
-def print_sessions(result, out, offset: int = 0) -> None:
+def print_sessions(result: SessionsResult, out: TextIO | SafeText, offset: int = 0) -> None:
     for s in result.sessions:
         name = f"  {s.name}" if s.name else ""
         print(f"{_when(s.last_ms)}  {s.session_id}  {s.events:>6} events  {s.cwd}{name}", file=out)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TextIO
 
+from ..colour import SafeText
+from ..wire import NodeSummary, Target, TraceResult
 from ._common import add_colour_arg, add_scope_args, run_op
+from .read import node_line
 
 __all__ = ["add_parser", "run", "print_trace"]
 
@@ -21,46 +24,42 @@ def add_parser(sub) -> None:
     add_colour_arg(p)
 
 
-def _node(n: dict[str, Any] | None) -> str:
-    if n is None:
-        return "-"
-    role = f"/{n['role']}" if n.get("role") else ""
-    preview = f"  {n['preview']}" if n.get("preview") else ""
-    return f"{n['entryId']}  {n['type']}{role}  [{n['branchState']}, {n['selectionState']}]{preview}"
+def _node(n: NodeSummary | None) -> str:
+    return "-" if n is None else node_line(n)
 
 
-def _target(t: dict[str, Any]) -> str:
-    if "path" in t:
-        return t["path"]
-    if t.get("entryId"):
-        return f"{t['sessionId']}/{t['entryId']}" + ("" if t.get("indexed", True) else " (not indexed)")
-    return str(t.get("ref") or t.get("sessionId"))
+def _target(t: Target) -> str:
+    if t.path is not None:
+        return t.path
+    if t.entry_id:
+        return f"{t.session_id}/{t.entry_id}" + ("" if t.indexed is not False else " (not indexed)")
+    return str(t.ref or t.session_id)
 
 
-def print_trace(r: dict[str, Any], out) -> None:
-    leaf = r["materializedLeaf"]
-    print(f"session {r['sessionId']}  entry {_node(r['node'])}", file=out)
-    print(f"materialized leaf: {leaf['entryId'] if leaf['known'] else 'unknown'}", file=out)
+def print_trace(r: TraceResult, out: TextIO | SafeText) -> None:
+    leaf = r.materialized_leaf
+    print(f"session {r.session_id}  entry {_node(r.node)}", file=out)
+    print(f"materialized leaf: {leaf.entry_id if leaf.known else 'unknown'}", file=out)
     print(
-        f"parent:   {_node(r['parent'])}"
-        + (f" (recorded {r['parentMissing']}, not in the file)" if r.get("parentMissing") else ""),
+        f"parent:   {_node(r.parent)}"
+        + (f" (recorded {r.parent_missing}, not in the file)" if r.parent_missing else ""),
         file=out,
     )
-    for c in r["children"]:
+    for c in r.children:
         print(f"child:    {_node(c)}", file=out)
-    for s in r["siblings"]:
+    for s in r.siblings:
         print(f"sibling:  {_node(s)} (derived)", file=out)
-    toward = r["towardLeaf"]
+    toward = r.toward_leaf
     if toward:
-        print(f"toward the materialized leaf: {toward['entryId']} ({toward['via']})", file=out)
-    elif leaf["known"] and leaf["isTarget"]:
+        print(f"toward the materialized leaf: {toward.entry_id} ({toward.via})", file=out)
+    elif leaf.known and leaf.is_target:
         print("this is the materialized leaf", file=out)
-    for e in r["relationships"]:
-        if e["kind"] in ("parent", "child"):
+    for e in r.relationships:
+        if e.kind in ("parent", "child"):
             continue
-        arrow = "->" if e["direction"] == "out" else "<-"
-        detail = f"  {json.dumps(e['detail'], ensure_ascii=False)}" if e.get("detail") else ""
-        print(f"{e['kind']} {arrow} {_target(e['target'])} [{e['provenance']}]{detail}", file=out)
+        arrow = "->" if e.direction == "out" else "<-"
+        detail = f"  {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
+        print(f"{e.kind} {arrow} {_target(e.target)} [{e.provenance}]{detail}", file=out)
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -1,0 +1,103 @@
+"""status: index health and the live service's progress, as the caller may see them.
+
+A workspace caller sees only its own sessions' counts and the service's
+progress (no paths of other projects' files); `all` (the local CLI) sees
+everything. While the index cannot be read, status still answers
+(`ready: false`, why, and the service's progress). The first index's
+catch-up progress is defined here once, for `status` and for the warning
+every answer carries while it runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from piwatch import wire
+
+from ..auth import CallerScope
+from ..shown import Shown
+from ..status import collect_status, service_status
+from .request import OpRequest
+
+__all__ = ["ServiceSnapshot", "catch_up", "catch_up_warnings", "public_service", "status", "unready_status"]
+
+# The ingest service's live progress (snake_case keys, as the service keeps them); empty without a service.
+ServiceSnapshot = Callable[[], Mapping[str, object]]
+
+
+def status(
+    args: wire.StatusArgs, req: OpRequest, db_path: str | os.PathLike[str], snapshot: ServiceSnapshot
+) -> wire.StatusResult:
+    vis = req.vis
+    snap = snapshot()
+    with req.limited():
+        result = collect_status(vis.conn, db_path, roots=vis.scope.roots)
+        hidden_sessions, hidden_events = vis.hidden_counts()  # past the cutoff, or the caller's own session
+        result.sessions -= hidden_sessions
+        result.events -= hidden_events
+        Shown(vis.conn).status(result)  # paths, errors and diagnostics quote session files
+    if snap:
+        # The live snapshot is fresher than the row the service last wrote.
+        live = service_status({**snap, "running": True, "updated_age_s": 0})
+        result.service = live if vis.scope.roots is None else public_service(live)
+    elif vis.scope.roots is not None and result.service is not None:
+        result.service = public_service(result.service)
+    result.catch_up = catch_up(snap)
+    return result
+
+
+def unready_status(scope: CallerScope, snapshot: ServiceSnapshot, error: str) -> wire.StatusResult:
+    """Status while the index cannot be read (being created or missing)."""
+    snap = snapshot()
+    service = service_status({**snap, "running": True}) if snap else None
+    if service is not None and scope.roots is not None:
+        service = public_service(service)
+    return wire.StatusResult(ready=False, index_error=error, service=service)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def catch_up(snapshot: Mapping[str, object]) -> wire.IndexProgress | None:
+    """The first index's progress while it runs (None once caught up, or
+    without a live service). One definition for the warning and `status`."""
+    if not snapshot or snapshot.get("startup_seconds") is not None or snapshot.get("phase") in (None, "stopped"):
+        return None
+    known = _count(snapshot.get("files_known"))
+    backlog = _count(snapshot.get("backlog_files"))
+    return wire.IndexProgress(files_done=max(0, known - backlog), files_total=known)
+
+
+def catch_up_warnings(snapshot: Mapping[str, object]) -> list[wire.Notice]:
+    """The service's watch warnings, and the catch-up notice first while the first index runs."""
+    warnings = snapshot.get("warnings")
+    listed = warnings if isinstance(warnings, list) else []
+    out = [wire.Notice(code="watch", message=wire.clip(str(w))) for w in listed]
+    progress = catch_up(snapshot)
+    if progress is not None:
+        if progress.files_total == 0:
+            message = "indexing: listing the session files, results may be incomplete"
+        else:
+            message = f"indexing: {progress.files_done} of {progress.files_total} files, results may be incomplete"
+        out.insert(0, wire.Notice(code="indexing", message=message))
+    return out
+
+
+def public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
+    """What a workspace caller may see of the service: progress, no paths of
+    other projects' files."""
+    return wire.ServiceStatus(
+        pid=svc.pid,
+        phase=svc.phase,
+        running=svc.running,
+        started_ms=svc.started_ms,
+        heartbeat_ms=svc.heartbeat_ms,
+        updated_age_s=svc.updated_age_s,
+        uptime_seconds=svc.uptime_seconds,
+        files_known=svc.files_known,
+        backlog_files=svc.backlog_files,
+        startup_seconds=svc.startup_seconds,
+        last_scan=wire.ScanInfo(at_ms=svc.last_scan.at_ms) if svc.last_scan else None,
+    )
