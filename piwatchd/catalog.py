@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .index.query import roots_clause
 
@@ -42,7 +43,7 @@ class SessionRow:
     last_ingest_ms: int | None
 
 
-def _rows(conn: sqlite3.Connection, where: str, params: Iterable) -> list[SessionRow]:
+def _rows(conn: sqlite3.Connection, where: str, params: Iterable[object]) -> list[SessionRow]:
     return [SessionRow(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM {_FROM} WHERE {where}", tuple(params))]
 
 
@@ -97,10 +98,10 @@ def child_sessions(
 def list_sessions(
     conn: sqlite3.Connection,
     where: str,
-    params: Iterable,
+    params: Iterable[object],
     limit: int,
     offset: int,
-    last: tuple[str, list] = ("s.last_ms", []),
+    last: tuple[str, list[Any]] = ("s.last_ms", []),
 ) -> list[SessionRow]:
     """A page of sessions matching `where` (over aliases `s`, `src`), newest
     first by `last` (an expression of the last activity and its parameters)."""

@@ -24,6 +24,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -54,7 +55,7 @@ class Settings:
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
-    data: dict = {}
+    data: dict[str, Any] = {}
     path = config_path(env)
     try:
         with open(path, "rb") as fh:

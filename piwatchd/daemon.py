@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO, Any
 
 from . import memory
 from .inbox import Inbox
@@ -142,7 +143,7 @@ class Daemon:
         self.sock_path = Path(explicit).expanduser() if explicit else socket_path()
         self.instance_path = self.sock_path.with_name(self.sock_path.name + ".lock") if explicit else lock_path()
         self.started = time.time()
-        self._locks: list = []
+        self._locks: list[IO[str]] = []
         self._hup = False  # set by the SIGHUP handler (no locks in a signal handler)
         self._last_ping = 0.0
         self._bind_error: str | None = None
@@ -267,7 +268,7 @@ class Daemon:
 
         return {"version": __version__, "started_at": int(self.started * 1000)}
 
-    def _snapshot(self) -> dict:
+    def _snapshot(self) -> dict[str, Any]:
         snap = self.service.snapshot()
         snap["uptime_seconds"] = round(time.time() - self.started, 1)
         snap["socket"] = str(self.sock_path)
@@ -362,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("watchdog").setLevel(logging.WARNING)
     stop = threading.Event()
 
-    def on_stop(signum, frame) -> None:
+    def on_stop(signum: int, frame: object) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_stop)

@@ -18,5 +18,5 @@ from .indexer import index_once
 __all__ = ["index_once", "resolve_db"]
 
 
-def resolve_db(db: str | os.PathLike | None) -> Path:
+def resolve_db(db: str | os.PathLike[str] | None) -> Path:
     return Path(db).expanduser() if db else load_settings().db_path

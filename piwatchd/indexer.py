@@ -144,7 +144,7 @@ class ReconcileSummary:
     diagnostics: int = 0
     roots_unavailable: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "files": self.files,
             "changed": self.changed,
@@ -185,7 +185,9 @@ def reconcile(
     return summary
 
 
-def _account(summary: ReconcileSummary, outcome: IngestOutcome, progress) -> None:
+def _account(
+    summary: ReconcileSummary, outcome: IngestOutcome, progress: Callable[[IngestOutcome], None] | None
+) -> None:
     if outcome.state != "removed" and outcome.change is not Change.GONE:
         summary.files += 1
     if outcome.change is not Change.UNCHANGED:
@@ -202,7 +204,7 @@ def _account(summary: ReconcileSummary, outcome: IngestOutcome, progress) -> Non
 
 
 def index_once(
-    db: str | os.PathLike | None = None,
+    db: str | os.PathLike[str] | None = None,
     sessions: list[str] | None = None,
     progress: Callable[[IngestOutcome], None] | None = None,
     planned: Callable[[int, int], None] | None = None,

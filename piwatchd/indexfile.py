@@ -66,7 +66,7 @@ def _tighten(path: Path, mode: int) -> None:
         os.chmod(path, mode)
 
 
-def prepare_index_path(db_path: str | os.PathLike) -> Path:
+def prepare_index_path(db_path: str | os.PathLike[str]) -> Path:
     """Make the index's directory and file private (creating both if needed)
     and set a private umask for this process. Returns the path."""
     os.umask(PRIVATE_UMASK)
@@ -91,7 +91,7 @@ class IndexBusy(Exception):
     """Another process holds the index lock (the daemon, or another `index --once`)."""
 
 
-def hold_lock(path: str | os.PathLike, holder: str) -> tuple[IO[str] | None, str | None]:
+def hold_lock(path: str | os.PathLike[str], holder: str) -> tuple[IO[str] | None, str | None]:
     """Hold an exclusive lock on `path` for the process lifetime, writing who
     holds it. Returns (file, None), or (None, what the current holder wrote)."""
     fh = open(path, "a+")  # noqa: SIM115 (held open: the lock lives as long as the file)
@@ -109,7 +109,7 @@ def hold_lock(path: str | os.PathLike, holder: str) -> tuple[IO[str] | None, str
     return fh, None
 
 
-def lock_index(db_path: str | os.PathLike, holder: str) -> IO[str]:
+def lock_index(db_path: str | os.PathLike[str], holder: str) -> IO[str]:
     """The index lock: exactly one writer (piwatchd or `index --once`) per index."""
     fh, other = hold_lock(f"{db_path}.lock", holder)
     if fh is None:
@@ -120,7 +120,7 @@ def lock_index(db_path: str | os.PathLike, holder: str) -> IO[str]:
 # -- a missing or corrupt index is rebuilt -------------------------------------------
 
 
-def discard_index(db_path: str | os.PathLike) -> None:
+def discard_index(db_path: str | os.PathLike[str]) -> None:
     """Remove the index file, its WAL/SHM (an old WAL would otherwise be
     applied to the new file) and what any text engine keeps beside it (whose
     documents belong to the old file's rows). The index is disposable: the
@@ -140,7 +140,7 @@ class NotAnIndex(Exception):
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _was_an_index(db_path: str | os.PathLike) -> bool:
+def _was_an_index(db_path: str | os.PathLike[str]) -> bool:
     """Whether an unreadable file at `db_path` may be discarded: it is (or
     was) an SQLite database (its header says so, or the header was zeroed by
     a crash). Any other file (`--db` pointed at the wrong file) is never
@@ -153,7 +153,9 @@ def _was_an_index(db_path: str | os.PathLike) -> bool:
     return head.startswith(_SQLITE_MAGIC) or head.count(0) == len(head)
 
 
-def open_or_rebuild(db_path: str | os.PathLike, engine: str | None = None) -> tuple[sqlite3.Connection, str | None]:
+def open_or_rebuild(
+    db_path: str | os.PathLike[str], engine: str | None = None
+) -> tuple[sqlite3.Connection, str | None]:
     """The write connection; an SQLite file that cannot be used as an index
     (corrupt) is discarded and created anew. Returns (connection, why it was
     rebuilt, or None). Raises NotAnIndex for a file that never was SQLite."""

@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import orjson
 
@@ -56,7 +57,7 @@ PIPELINE_CHUNK = 512 * 1024
 
 def parsed_chunks(
     chunks: Iterable[tuple[int, bytes] | Overlong], state: ParserState, rules: Rules = DEFAULT_RULES
-) -> Iterator[tuple]:
+) -> Iterator[tuple[Any, ...]]:
     """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state.
 
     Yields (offset, bytes, end, result, events); an over-long line's range comes with bytes None.

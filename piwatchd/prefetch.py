@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["prefetch"]
 
@@ -20,10 +20,10 @@ _DONE = object()
 
 
 def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
-    q: queue.Queue = queue.Queue(maxsize=depth)
+    q: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
-    def put(item) -> bool:
+    def put(item: tuple[bool, Any]) -> bool:
         while not stop.is_set():
             try:
                 q.put(item, timeout=0.1)

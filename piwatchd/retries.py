@@ -14,7 +14,7 @@ RETRY_MAX_SECONDS = 60.0
 
 def retry_delay(attempt: int, cap: float = RETRY_MAX_SECONDS) -> float:
     """Seconds before retry number `attempt` (1-based) of a transient failure."""
-    return min(cap, 0.5 * 2 ** min(max(attempt, 1) - 1, 16))
+    return float(min(cap, 0.5 * 2 ** min(max(attempt, 1) - 1, 16)))
 
 
 class Retries:

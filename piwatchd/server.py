@@ -86,7 +86,7 @@ def peer_pid(conn: socket.socket) -> int | None:
     """The connecting process's pid (Linux), or None where the platform cannot say."""
     if hasattr(socket, "SO_PEERCRED"):
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return struct.unpack("3i", creds)[0]
+        return int(struct.unpack("3i", creds)[0])
     return None
 
 
@@ -94,7 +94,7 @@ def peer_uid(conn: socket.socket) -> int | None:
     """The connecting process's uid, or None where the platform cannot say."""
     if hasattr(socket, "SO_PEERCRED"):
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return struct.unpack("3i", creds)[1]
+        return int(struct.unpack("3i", creds)[1])
     if sys.platform == "darwin":
         import ctypes
         import ctypes.util
@@ -382,7 +382,7 @@ class Server:
 
         return slot
 
-    def _dispatch(self, req_id: Any, op: Any, message: dict, client: object) -> Any:
+    def _dispatch(self, req_id: Any, op: Any, message: dict[str, Any], client: object) -> Any:
         args = message.get("args")
         try:
             response = self.handle(op, {} if args is None else args, message.get("caller"), slot=self._slot_for(client))
@@ -420,7 +420,7 @@ class Server:
                 return True
         return False
 
-    def _follow_op(self, entry: _Conn, req_id: Any, op: str, message: dict) -> Any:
+    def _follow_op(self, entry: _Conn, req_id: Any, op: str, message: dict[str, Any]) -> Any:
         assert self.follows is not None and self.follow_scope is not None
         try:
             if op == "unfollow":

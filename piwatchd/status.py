@@ -41,7 +41,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def read_service_state(db_path: str | os.PathLike) -> dict[str, Any] | None:
+def read_service_state(db_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The live service's last recorded progress, or None when there is none
     yet (no index, no row, or the index is being created)."""
     try:
@@ -94,7 +94,7 @@ def _recorded_service(conn: sqlite3.Connection) -> wire.ServiceStatus | None:
 
 def collect_status(
     conn: sqlite3.Connection,
-    db_path: str | os.PathLike,
+    db_path: str | os.PathLike[str],
     *,
     roots: tuple[str, ...] | None = None,
     diagnostics_limit: int = 20,

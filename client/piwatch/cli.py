@@ -79,7 +79,7 @@ def argument_problem(values: dict[str, Any]) -> str | None:
 
 def _database_of(ns: argparse.Namespace) -> str:
     if getattr(ns, "db", None):
-        return os.path.abspath(os.path.expanduser(ns.db))
+        return os.path.abspath(os.path.expanduser(str(ns.db)))
     try:
         # lazy: only to name the file in an error
         from piwatchd.config import load_settings

@@ -188,7 +188,9 @@ class SearchApp(App[None]):
         line, caller = self.state.line, self.state.caller()
         self.run_worker(lambda: self._search_worker(ticket, line, args, caller, problems), thread=True, group="search")
 
-    def _search_worker(self, ticket: int, line: str, args: dict, caller: dict, problems: list[str]) -> None:
+    def _search_worker(
+        self, ticket: int, line: str, args: dict[str, Any], caller: dict[str, Any], problems: list[str]
+    ) -> None:
         if not self.searches.is_current(ticket):
             return  # a newer keystroke came before this one started
         try:
@@ -246,7 +248,7 @@ class SearchApp(App[None]):
         caller = self.state.caller()
         self.run_worker(lambda: self._preview_worker(ticket, op, args, caller), thread=True, group="preview")
 
-    def _preview_worker(self, ticket: int, op: str, args: dict, caller: dict) -> None:
+    def _preview_worker(self, ticket: int, op: str, args: dict[str, Any], caller: dict[str, Any]) -> None:
         from .commands.read import print_read
         from .commands.trace import print_trace
 

@@ -7,6 +7,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any, NamedTuple
 
 from .query import QueryTimeout, SearchFilters, build_candidates_sql
@@ -45,7 +46,9 @@ class time_limit:
             self.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.conn.set_progress_handler(None, 1000)
         if exc_type is sqlite3.OperationalError and "interrupted" in str(exc):
             raise QueryTimeout(f"query exceeded its {self.seconds:g} s time limit") from exc
@@ -146,17 +149,17 @@ def chosen_rows(chooser: Chooser | None, session_ids: Sequence[str], limit: int)
     return chooser(session_ids) if chooser is not None else list(range(min(limit, len(session_ids))))
 
 
-def sort_key(c: tuple) -> tuple:
+def sort_key(c: tuple[Any, ...]) -> tuple[Any, ...]:
     score, _, row = c
     ts = row.ts_ms
     # The full query's ORDER BY score, ts_ms DESC (NULLs last), session_id, ordinal.
     return (score, ts is None, -(ts or 0), row.session_id, row.ordinal)
 
 
-def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, Any]) -> list[tuple]:
+def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, Any]) -> list[tuple[Any, ...]]:
     """The events of the scored fragments that pass the filters, each with its
     best fragment as (score, fragment_id, row), in the one-query plan's order."""
-    best: dict[int, tuple] = {}
+    best: dict[int, tuple[Any, ...]] = {}
     ids = list(score)
     for start in range(0, len(ids), 20_000):
         for row in conn.execute(*build_candidates_sql(filters, ids[start : start + 20_000])):
@@ -168,7 +171,7 @@ def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[
     return sorted(best.values(), key=sort_key)
 
 
-def page_rows(page: list[tuple], counts: dict[int, int], tier: str = "exact") -> list[HitRow]:
+def page_rows(page: list[tuple[Any, ...]], counts: dict[int, int], tier: str = "exact") -> list[HitRow]:
     """Ranked (score, fragment_id, Candidate) -> HitRow, with each event's
     matched-fragment count and the tier that found it."""
     return [

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from ..model import Entry, Event
 from ..project import project_entry
@@ -46,12 +47,12 @@ _CACHE_SIZE = 512
 # Events vary from a few bytes to hundreds of fragments of 32K characters each:
 # the cache is bounded by the characters it holds as well as by its count.
 _CACHE_CHARS = 16 * 1024 * 1024
-_cache: OrderedDict[tuple, tuple[Event, int]] = OrderedDict()
+_cache: OrderedDict[tuple[Any, ...], tuple[Event, int]] = OrderedDict()
 _cache_chars = 0
 _cache_lock = threading.Lock()
 
 
-def _cached(key: tuple) -> Event | None:
+def _cached(key: tuple[Any, ...]) -> Event | None:
     with _cache_lock:
         item = _cache.get(key)
         if item is None:
@@ -64,7 +65,7 @@ def _chars(event: Event) -> int:
     return sum(len(f.text) + len(f.tail or "") + len(f.meta) for f in event.fragments) + 256
 
 
-def _remember(key: tuple, event: Event) -> None:
+def _remember(key: tuple[Any, ...], event: Event) -> None:
     global _cache_chars
     size = _chars(event)
     if size > _CACHE_CHARS // 8:
@@ -81,7 +82,7 @@ def _remember(key: tuple, event: Event) -> None:
 
 def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int, Event]:
     """{event rowid: Event} for the rows whose source line still verifies."""
-    by_path: dict[str, list[tuple]] = {}
+    by_path: dict[str, list[tuple[Any, ...]]] = {}
     for row in conn.execute(
         "SELECT e.event_rowid, e.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"
         " e.fingerprint, e.id_recorded, src.path FROM events e JOIN sessions s ON s.session_id = e.session_id"
@@ -112,7 +113,7 @@ def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int,
     return out
 
 
-def _project_row(fd: int, row: tuple, state: tuple, rules: Rules) -> Event | None:
+def _project_row(fd: int, row: tuple[Any, ...], state: tuple[Any, ...], rules: Rules) -> Event | None:
     _, sid, eid, parent, etype, ordinal, offset, length, fp, id_recorded, _ = row
     key = (*state, offset, length, fp)
     event = _cached(key)

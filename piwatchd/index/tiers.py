@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .query import Term
 
@@ -110,7 +111,7 @@ def rank_repairs(word: str, vocabulary: Mapping[str, int], n: int = 3) -> list[s
     least 2 documents before one-offs (often typos themselves), then the
     closest, then the most frequent, then alphabetical."""
     limit = repair_distance(word)
-    ranked: list[tuple] = []
+    ranked: list[tuple[Any, ...]] = []
     for term, df in vocabulary.items():
         if df <= 0 or term == word:
             continue

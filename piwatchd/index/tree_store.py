@@ -30,7 +30,7 @@ import itertools
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -54,7 +54,10 @@ class TreeUpdate:
     changed: list[str] = field(default_factory=list)
 
 
-def _chunks(seq: list, n: int = _CHUNK) -> Iterable[list]:
+T = TypeVar("T")
+
+
+def _chunks(seq: list[T], n: int = _CHUNK) -> Iterable[list[T]]:
     for i in range(0, len(seq), n):
         yield seq[i : i + n]
 
@@ -223,7 +226,7 @@ class TreeBatch:
         )
 
 
-def _call_ids(msg: dict) -> list[str]:
+def _call_ids(msg: dict[str, Any]) -> list[str]:
     content = msg.get("content")
     out = []
     for block in content if isinstance(content, list) else []:
@@ -237,7 +240,7 @@ def _call_ids(msg: dict) -> list[str]:
     return out
 
 
-def _edge_row(sid: str, entry_id: str, edge: Edge) -> tuple:
+def _edge_row(sid: str, entry_id: str, edge: Edge) -> tuple[Any, ...]:
     return (
         sid,
         entry_id,
@@ -250,7 +253,7 @@ def _edge_row(sid: str, entry_id: str, edge: Edge) -> tuple:
     )
 
 
-def _file_row(sid: str, entry_id: str, ev: FileEvidence) -> tuple:
+def _file_row(sid: str, entry_id: str, ev: FileEvidence) -> tuple[Any, ...]:
     return (sid, entry_id, ev.path, ev.mode, ev.source, ev.provenance, ev.raw_path, ev.tool_name, ev.call_id)
 
 
@@ -373,7 +376,7 @@ class DbTreeView:
     )
     _FROM = "events e LEFT JOIN tree_facts tf ON tf.session_id = e.session_id AND tf.entry_id = e.entry_id"
 
-    def _remember(self, r: tuple) -> Node:
+    def _remember(self, r: tuple[Any, ...]) -> Node:
         node = make_node(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[16]) if r[16] else None)
         self._nodes[r[0]] = node
         self._rows[r[0]] = {
@@ -441,7 +444,7 @@ class DbTreeView:
         row = self.row(entry_id)
         if row is None or row["branchState"] == BranchState.UNKNOWN.value:
             return None
-        return row["branchState"] == BranchState.SELECTED.value
+        return bool(row["branchState"] == BranchState.SELECTED.value)
 
     def by_ordinal(self, ordinal: int, before: int, after: int) -> tuple[list[Node], list[Node]]:
         """Append-order neighbours: up to `before` earlier and `after` later entries."""

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -64,7 +65,7 @@ class SourceRecord:
     error: str | None
 
 
-def _fragment_row(event_rowid: int, f: Fragment, with_text: bool) -> tuple:
+def _fragment_row(event_rowid: int, f: Fragment, with_text: bool) -> tuple[Any, ...]:
     text = (f.text, f.tail, f.meta) if with_text else (None, None, None)
     return (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, *text, f.full_length)
 
@@ -73,7 +74,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _event_values(ev: Event) -> tuple:
+def _event_values(ev: Event) -> tuple[Any, ...]:
     """An event's columns after (session_id, entry_id, ordinal), as insert and update write them."""
     return (
         ev.parent_id,
@@ -162,7 +163,7 @@ class IndexWriter:
         self.conn.execute(
             "INSERT INTO sources(path, state) VALUES (?, 'pending') ON CONFLICT(path) DO NOTHING", (path,)
         )
-        return self.conn.execute("SELECT source_id FROM sources WHERE path = ?", (path,)).fetchone()[0]
+        return int(self.conn.execute("SELECT source_id FROM sources WHERE path = ?", (path,)).fetchone()[0])
 
     def save_checkpoint(
         self,
@@ -196,9 +197,10 @@ class IndexWriter:
         )
 
     def failed_observation(self, source_id: int) -> tuple[int | None, int | None]:
-        return self.conn.execute(
+        row: tuple[int | None, int | None] = self.conn.execute(
             "SELECT failed_size, failed_mtime_ns FROM sources WHERE source_id=?", (source_id,)
         ).fetchone()
+        return row
 
     def mark_source(
         self,
@@ -262,11 +264,12 @@ class IndexWriter:
 
     def session_owner(self, session_id: str) -> tuple[int, str] | None:
         """The source that owns a session id, with its path."""
-        return self.conn.execute(
+        row: tuple[int, str] | None = self.conn.execute(
             "SELECT s.source_id, src.path FROM sessions s JOIN sources src ON src.source_id = s.source_id"
             " WHERE s.session_id=?",
             (session_id,),
         ).fetchone()
+        return row
 
     def session_created(self, session_id: str) -> str | None:
         """The header timestamp of an indexed session, as recorded."""
@@ -390,7 +393,7 @@ class IndexWriter:
         text-index documents carry those filter values, so re-feed them."""
         self.text.states_changed(session_id, entry_ids)
 
-    def _insert_fragments(self, rows: list[tuple]) -> None:
+    def _insert_fragments(self, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
             return
         # AUTOINCREMENT: the new rows get rowids above every earlier one.

@@ -11,7 +11,7 @@ __all__ = ["add_parser", "run", "SHELLS"]
 SHELLS = ("bash", "zsh", "fish")
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "completion",
         help='print shell completion code (bash: eval "$(piwatch completion bash)" in ~/.bashrc)',

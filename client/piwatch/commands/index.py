@@ -6,13 +6,17 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ._progress import IndexProgress
+
+if TYPE_CHECKING:  # the daemon package is imported lazily, only when indexing
+    from piwatchd.ingest import IngestOutcome
 
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p_index = sub.add_parser("index", help="index Pi session files into the database")
     p_index.set_defaults(run=run)
     p_index.add_argument("--once", action="store_true", required=True, help="one reconciliation pass, then exit")
@@ -42,7 +46,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         with IndexProgress(stderr, mode=mode) as view:
 
-            def progress(outcome) -> None:
+            def progress(outcome: IngestOutcome) -> None:
                 view.done(outcome.bytes_read)
                 if outcome.error and not ns.quiet and not ns.json:
                     view.note(f"{outcome.state}: {outcome.path}: {outcome.error}")

@@ -32,9 +32,14 @@ class InstallError(Exception):
     pass
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("pi", help="install, remove or inspect the piwatch tools in Pi (event_search/read/trace)")
-    p.set_defaults(run=lambda ns: p.print_help() or 2)
+
+    def show_help(ns: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(run=show_help)
     actions = p.add_subparsers(dest="pi_command", metavar="ACTION")
     for name, helptext in (
         ("install", "copy the extension into Pi's agent directory and install its dependency with npm"),

@@ -12,7 +12,7 @@ from ._common import add_colour_arg, add_scope_args, run_op
 __all__ = ["add_parser", "node_line", "print_read", "read_args", "run"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("read", help="read one event from its source file, with neighbours")
     p.set_defaults(run=run)
     p.add_argument("session", metavar="SESSION", help="session id")

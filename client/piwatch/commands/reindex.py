@@ -10,7 +10,7 @@ from ..wire import to_json
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("reindex", help="ask piwatchd to re-read a session (or all) from the source files")
     p.add_argument("session", nargs="?", metavar="SESSION", help="session id (default: every session)")
     p.add_argument("--socket", metavar="PATH", help="piwatchd socket")

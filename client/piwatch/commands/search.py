@@ -15,7 +15,7 @@ from ._common import add_colour_arg, add_scope_args, run_op
 __all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p_search = sub.add_parser("search", help='search indexed events (terms AND-ed, "quoted phrases")')
     p_search.set_defaults(run=run)
     p_search.add_argument("query", nargs="+", help="plain terms and quoted phrases; FTS syntax is treated as text")

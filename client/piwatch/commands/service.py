@@ -70,7 +70,7 @@ def _plist_path(home: Path) -> Path:
     return home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("service", help="install, remove or inspect the piwatchd user service")
     p.add_argument("action", choices=["install", "uninstall", "status"])
     p.add_argument("--no-start", action="store_true", help="write the unit but do not enable or start it")

@@ -15,7 +15,7 @@ from ._common import add_colour_arg, add_scope_args, run_op
 __all__ = ["add_parser", "run", "sessions_args", "print_sessions"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sessions", help="list indexed sessions (authorized for this workspace), optionally by query")
     p.add_argument(
         "query", nargs="*", help="only sessions holding one of this search's best 1000 hits (search's query syntax)"

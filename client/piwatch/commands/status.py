@@ -13,7 +13,7 @@ from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 __all__ = ["add_parser", "run", "format_status", "run_summary"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="show index health, backlog and piwatchd progress")
     p.set_defaults(run=run)
     p.add_argument("--db", metavar="PATH", help="read this index file directly instead of asking piwatchd")

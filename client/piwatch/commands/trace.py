@@ -14,7 +14,7 @@ from .read import node_line
 __all__ = ["add_parser", "run", "print_trace"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("trace", help="show an event's parent, children, siblings and relationships")
     p.set_defaults(run=run)
     p.add_argument("session", metavar="SESSION", help="session id")

@@ -8,7 +8,7 @@ import argparse
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tui", help="full-screen search as you type, with preview, trace and open-in-editor")
     p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
     p.add_argument("--db", metavar="PATH", help="search this index file read-only instead of asking piwatchd")

@@ -11,9 +11,10 @@ query that ranks every match. All give the same order
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from ...index.hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
-from ...index.query import SearchRequest, build_candidates_sql, parse_query, roots_clause
+from ...index.query import SearchFilters, SearchRequest, build_candidates_sql, parse_query, roots_clause
 from .sql import build_search_sql, build_top_fragments_sql, fts_expression
 
 __all__ = ["ranked_page"]
@@ -24,7 +25,7 @@ PHASE1_START = 64
 PHASE1_MAX = 4096
 
 
-def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list | None:
+def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list[Any] | None:
     """The first `need` events in exact rank order, from the top-ranked
     fragments only; None when the filters are too selective for that to pay
     (the caller then ranks every match in one query).
@@ -54,7 +55,7 @@ FILTER_FIRST_MAX_FRAGMENTS = 100_000
 FILTER_FIRST_MAX_RANGES = 512
 
 
-def _session_scope(conn: sqlite3.Connection, filters) -> list[str] | None:
+def _session_scope(conn: sqlite3.Connection, filters: SearchFilters) -> list[str] | None:
     """The sessions a session or authorization filter confines the search
     to, or None when the filters do not name a session set."""
     sessions: set[str] | None = set(filters.session_ids) if filters.session_ids else None
@@ -82,7 +83,7 @@ def _rowid_ranges(rowids: list[int], gap: int = RANGE_MERGE_GAP) -> list[tuple[i
     return [(a, b) for a, b in ranges]
 
 
-def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list | None:
+def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list[Any] | None:
     """Rank only inside the fragment-rowid ranges of the sessions the filters
     allow (a session's fragments are mostly contiguous): exact, because every
     match in those sessions is ranked, and bm25 scores inside a rowid range

@@ -15,9 +15,10 @@ directory or below, on a component boundary" is one exact term lookup:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from ...index.query import OWN_TOOLS, SearchFilters
 
@@ -88,11 +89,11 @@ def _paths(paths: tuple[str, ...]) -> list[str]:
     return sorted(out)
 
 
-def event_fields(f: EventFacts) -> dict:
+def event_fields(f: EventFacts) -> dict[str, Any]:
     """The filter values every document of one event shares. Absent values
     are left out, so a filter on them never matches (as SQL's `IN` never
     matches NULL)."""
-    d: dict = {
+    d: dict[str, Any] = {
         "event_n": f.event_rowid,
         "event": str(f.event_rowid),
         "session": f.session_id,
@@ -118,7 +119,7 @@ def event_fields(f: EventFacts) -> dict:
     return d
 
 
-def doc_json(doc: TextDoc, shared: dict | None = None) -> dict:
+def doc_json(doc: TextDoc, shared: dict[str, Any] | None = None) -> dict[str, Any]:
     """The document as a field -> value(s) mapping; `shared` is
     `event_fields(doc.facts)` when the caller already has it."""
     d = dict(shared if shared is not None else event_fields(doc.facts))
@@ -158,11 +159,11 @@ class Clause:
     range: tuple[str, int | None, int | None] | None = None
 
 
-def _any(field: str, values) -> tuple[tuple[str, str], ...]:
+def _any(field: str, values: Iterable[str]) -> tuple[tuple[str, str], ...]:
     return tuple((field, v) for v in values)
 
 
-def _root_terms(field: str, roots) -> tuple[tuple[str, str], ...]:
+def _root_terms(field: str, roots: Iterable[str]) -> tuple[tuple[str, str], ...]:
     return tuple((field, (r.rstrip("/") or ANY_PATH)) for r in roots)
 
 

@@ -21,6 +21,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ...index.source_events import project_rows
 from ...model import Event, Fragment
@@ -51,7 +52,7 @@ class TextFeed:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._ops: list[tuple] = []
+        self._ops: list[tuple[Any, ...]] = []
         self._owed: set[str] = set()
         self._last_commit = time.monotonic()
         self.text = self._adopt(text_dir(db_file_of(conn)))
@@ -84,7 +85,7 @@ class TextFeed:
     def _model_id(self) -> str:
         row = self.conn.execute("SELECT value FROM index_meta WHERE key='model_id'").fetchone()
         if row:
-            return row[0]
+            return str(row[0])
         model_id = f"{time.time_ns():x}"
         self.conn.execute("INSERT INTO index_meta(key, value) VALUES ('model_id', ?)", (model_id,))
         return model_id

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import orjson
 import tantivy
@@ -135,7 +136,7 @@ class TantivyText:
     def add(self, docs: Iterable[TextDoc]) -> int:
         assert self._writer is not None
         n = 0
-        shared: dict[int, dict] = {}
+        shared: dict[int, dict[str, Any]] = {}
         for doc in docs:
             base = shared.get(doc.facts.event_rowid)
             if base is None:
@@ -217,7 +218,7 @@ class TantivyText:
         return Query.boolean_query(per_field)
 
     def _clause_query(self, clause: Clause) -> Query:
-        parts: list[tuple] = []
+        parts: list[tuple[Occur, Query]] = []
         if clause.terms:
             alts = [Query.term_query(self.schema, f, v) for f, v in clause.terms]
             parts.append(
@@ -257,7 +258,7 @@ class TantivyText:
         given), every filter clause admits, only `events` (when given) and
         none of `exclude`."""
         if min_match is None:
-            parts: list[tuple] = [(Occur.Must, w) for w in words]
+            parts: list[tuple[Occur, Query]] = [(Occur.Must, w) for w in words]
         else:
             some = Query.boolean_query([(Occur.Should, w) for w in words], minimum_number_should_match=min_match)
             parts = [(Occur.Must, some)]

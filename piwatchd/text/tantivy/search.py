@@ -17,6 +17,7 @@ import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from tantivy import Query
 
@@ -44,7 +45,7 @@ def _ranked(
     query: Query,
     need: int,
     deadline: float | None,
-) -> tuple[list[tuple], dict[int, int] | None]:
+) -> tuple[list[tuple[Any, ...]], dict[int, int] | None]:
     """The first `need` events of `query`, best first, and, when every match
     was fetched on the way, how many fragments of each event match."""
     k = max(FIRST_K, need * 2)
@@ -194,7 +195,7 @@ class _Tier:
     words: list[Query]  # one query per word
     terms: list[Term]  # the words as searched (repaired ones replaced)
     min_match: int | None = None
-    events: list[tuple] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
     counts: dict[int, int] | None = None
 
 
