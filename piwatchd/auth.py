@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from piwatch.protocol import ProtocolError
 from piwatch.wire import Caller, decode_caller
 
+from .subtree import is_under
+
 __all__ = ["CallerScope", "ScopeError", "resolve_scope", "is_under", "canonical", "git_root"]
 
 
@@ -27,14 +29,6 @@ class ScopeError(ValueError):
 
 def canonical(path: str) -> str:
     return os.path.realpath(os.path.normpath(os.path.expanduser(path)))
-
-
-def is_under(path: str, root: str) -> bool:
-    """Pure: `path` equals `root` or is below it on a component boundary."""
-    root = root.rstrip("/") or "/"
-    if root == "/":
-        return path.startswith("/")
-    return path == root or path.startswith(root + "/")
 
 
 def git_root(path: str) -> str | None:

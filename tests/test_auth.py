@@ -7,7 +7,8 @@ import os
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.auth import ScopeError, git_root, is_under, resolve_scope
+from piwatchd.auth import ScopeError, git_root, resolve_scope
+from piwatchd.subtree import is_under
 
 
 @pytest.mark.parametrize(

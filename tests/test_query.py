@@ -12,8 +12,8 @@ from piwatchd.index.query import (
     SearchFilters,
     SearchRequest,
     parse_query,
-    subtree_bounds,
 )
+from piwatchd.subtree import bounds
 from piwatchd.text.fts5.sql import build_search_sql, fts_expression
 
 
@@ -69,7 +69,7 @@ def test_any_text_is_error_or_valid_fts(text):
 
 
 def test_subtree_bounds_respect_component_boundary():
-    low, high = subtree_bounds("/a/proj")
+    low, high = bounds("/a/proj")
     assert low <= "/a/proj/x" < high
     assert not (low <= "/a/proj2" < high) and not (low <= "/a/proj-x" < high)
 

@@ -16,6 +16,9 @@ from typing import Any
 
 from piwatch.wire import MAX_LIMIT, MAX_OFFSET
 
+from .. import subtree
+from ..subtree import under_sql
+
 __all__ = [
     "QueryError",
     "QueryTimeout",
@@ -33,7 +36,6 @@ __all__ = [
     "roots_clause",
     "files_clause",
     "FILE_MODES",
-    "subtree_bounds",
     "MAX_LIMIT",
     "MAX_OFFSET",
     "MAX_QUERY_CHARS",
@@ -155,25 +157,18 @@ def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any
         params.extend(values)
 
 
-def subtree_bounds(path: str) -> tuple[str, str]:
-    """[low, high) bounds of strings strictly below `path` on a component boundary."""
-    base = path.rstrip("/")
-    # '0' is the character after '/', so this range holds exactly base + '/...'.
-    return base + "/", base + "0"
-
-
 def roots_clause(column: str, roots: tuple[str, ...]) -> tuple[str, list[Any]]:
     """SQL true when `column` equals one of `roots` or lies below it."""
     if not roots:
         return "0", []
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for root in roots:
-        base = root.rstrip("/")
-        if base == "":
+        if root.rstrip("/") == "":
             return f"{column} IS NOT NULL", []
-        low, high = subtree_bounds(base)
-        parts.append(f"({column} = ? OR ({column} >= ? AND {column} < ?))")
-        params.extend([base, low, high])
+        clause, clause_params = under_sql(column, root)
+        parts.append(clause)
+        params.extend(clause_params)
     return "(" + " OR ".join(parts) + ")", params
 
 
@@ -184,15 +179,15 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list[A
     """SQL true for events with file evidence on one of `paths` (exact or below)."""
     if mode not in FILE_MODES:
         raise QueryError(f"file mode must be one of {', '.join(FILE_MODES)}")
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for path in paths:
-        base = path.rstrip("/") or "/"
-        if base == "/":
+        if subtree.base(path) == "/":
             parts.append("1")
             continue
-        low, high = subtree_bounds(base)
-        parts.append("(fe.path = ? OR (fe.path >= ? AND fe.path < ?))")
-        params.extend([base, low, high])
+        clause, clause_params = under_sql("fe.path", path)
+        parts.append(clause)
+        params.extend(clause_params)
     mode_sql = "" if mode == "any" else " AND fe.mode = ?"
     if mode != "any":
         params.append(mode)
@@ -227,9 +222,9 @@ def session_filter_clauses(
         where.append("s.cwd_norm = ?")
         params.append(f.cwd)
     if f.cwd_under is not None and f.cwd_under.rstrip("/") != "":
-        low, high = subtree_bounds(f.cwd_under)
-        where.append("(s.cwd_norm = ? OR (s.cwd_norm >= ? AND s.cwd_norm < ?))")
-        params.extend([f.cwd_under.rstrip("/"), low, high])
+        clause, clause_params = under_sql("s.cwd_norm", f.cwd_under)
+        where.append(clause)
+        params.extend(clause_params)
     if f.since_ms is not None:
         where.append(f"{last[0]} >= ?")
         params.extend([*last[1], f.since_ms])

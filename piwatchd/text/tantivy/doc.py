@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ... import subtree
 from ...index.query import OWN_TOOLS, SearchFilters
 
 __all__ = [
@@ -40,15 +41,8 @@ ANY_PATH = "*"
 
 @lru_cache(maxsize=8192)  # every document of a session has the same cwd
 def ancestors(path: str) -> tuple[str, ...]:
-    """`path` and every ancestor on a `/` boundary, plus ANY_PATH."""
-    base = path.rstrip("/") or "/"
-    out = [ANY_PATH, base]
-    for i in range(1, len(base)):
-        if base[i] == "/":
-            out.append(base[:i])
-    if base.startswith("/") and base != "/":
-        out.append("/")
-    return tuple(out)
+    """`path` and every ancestor on a `/` boundary (`subtree.ancestors`), plus ANY_PATH."""
+    return (ANY_PATH, *subtree.ancestors(path))
 
 
 @dataclass(frozen=True, slots=True)
