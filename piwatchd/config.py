@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ import platformdirs
 from .redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
 from .text.engine import DEFAULT_ENGINE, ENGINE_NAMES
 
-__all__ = ["Settings", "load_settings", "config_path"]
+__all__ = ["Settings", "load_settings", "config_path", "resolve_db", "session_roots"]
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -86,3 +86,22 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         rules,
         engine,
     )
+
+
+def resolve_db(db: str | os.PathLike[str] | None, settings: Settings | None = None) -> Path:
+    """The index file: `--db` as given (`~` expanded, symlinks resolved, so the
+    daemon and `index --once` lock the same file), else the configured one."""
+    if db:
+        return Path(db).expanduser().resolve()
+    return (settings or load_settings()).db_path
+
+
+def session_roots(sessions: Iterable[str] | None, settings: Settings | None = None) -> list[str]:
+    """The session directories to index: `--sessions` as given (absolute), else
+    Pi's discovered ones plus the configured extra directories."""
+    given = [os.path.abspath(os.path.expanduser(s)) for s in sessions or ()]
+    if given:
+        return given
+    from .source.discovery import discover_roots
+
+    return [r.path for r in discover_roots(extra=(settings or load_settings()).extra_session_dirs)]

@@ -127,18 +127,14 @@ class Daemon:
     def __init__(self, ns: argparse.Namespace, stop: threading.Event | None = None, inbox: Inbox | None = None):
         from piwatch.paths import lock_path, socket_path
 
-        from .config import load_settings
-        from .source.discovery import discover_roots
+        from .config import load_settings, resolve_db, session_roots
 
         self.ns = ns
         self.stop = stop or threading.Event()
         self.inbox = inbox or Inbox()
         self.settings = load_settings()
-        if ns.sessions:
-            self.roots = [os.path.abspath(os.path.expanduser(s)) for s in ns.sessions]
-        else:
-            self.roots = [r.path for r in discover_roots(extra=self.settings.extra_session_dirs)]
-        self.db_path = Path(ns.db).expanduser().resolve() if ns.db else self.settings.db_path
+        self.roots = session_roots(ns.sessions, self.settings)
+        self.db_path = resolve_db(ns.db, self.settings)
         explicit = getattr(ns, "socket", None)
         self.sock_path = Path(explicit).expanduser() if explicit else socket_path()
         self.instance_path = self.sock_path.with_name(self.sock_path.name + ".lock") if explicit else lock_path()

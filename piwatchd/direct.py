@@ -9,14 +9,6 @@ the same index lock.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from .config import load_settings
 from .indexer import index_once
 
-__all__ = ["index_once", "resolve_db"]
-
-
-def resolve_db(db: str | os.PathLike[str] | None) -> Path:
-    return Path(db).expanduser() if db else load_settings().db_path
+__all__ = ["index_once"]

@@ -20,7 +20,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .auth import is_under
@@ -211,15 +210,11 @@ def index_once(
 ) -> dict[str, Any]:
     """Reconcile the index with the session files once, as the only writer
     (raises IndexBusy while piwatchd or another pass holds the index lock)."""
-    from .config import load_settings
-    from .source.discovery import discover_roots
+    from .config import load_settings, resolve_db, session_roots
 
     settings = load_settings()
-    if sessions:
-        roots = [os.path.abspath(os.path.expanduser(s)) for s in sessions]
-    else:
-        roots = [r.path for r in discover_roots(extra=settings.extra_session_dirs)]
-    db_path = prepare_index_path(Path(db).expanduser() if db else settings.db_path)
+    roots = session_roots(sessions, settings)
+    db_path = prepare_index_path(resolve_db(db, settings))
     lock = lock_index(db_path, f"pid {os.getpid()} (piwatch index --once)\n")
     try:
         conn, rebuilt = open_or_rebuild(db_path, settings.engine)  # a corrupt index is rebuilt, as by the daemon

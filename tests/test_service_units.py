@@ -79,3 +79,20 @@ def test_service_print_writes_nothing(tmp_path, monkeypatch):
     assert unit.exists() and f"ExecStart={PIWATCHD}" in unit.read_text()
     subprocess.run([sys.executable, "-m", "piwatch.cli", "service", "uninstall"], check=True, capture_output=True)
     assert not unit.exists()
+
+
+def test_install_renders_the_shipped_files():
+    """One unit and one agent: `service install` writes the shipped files, only
+    the program path (and the user's log paths) filled in."""
+    shipped = (REPO / "systemd" / "piwatchd.service").read_text().splitlines()
+    rendered = render_systemd_unit(PIWATCHD).splitlines()
+    assert f"ExecStart={PIWATCHD}" in rendered
+    assert [x for x in rendered if not x.startswith("ExecStart=")] == [
+        x for x in shipped if not x.startswith("ExecStart=")
+    ]
+    filled = ("ProgramArguments", "StandardErrorPath", "StandardOutPath")
+    agent = plistlib.loads(render_launchd_plist(PIWATCHD, "/Users/someone"))
+    original = plistlib.loads((REPO / "launchd" / "dev.piwatch.piwatchd.plist").read_bytes())
+    assert {k: v for k, v in agent.items() if k not in filled} == {k: v for k, v in original.items() if k not in filled}
+    assert agent["ProgramArguments"] == [PIWATCHD]
+    assert agent["StandardErrorPath"] == "/Users/someone/Library/Logs/piwatch/piwatchd.log"

@@ -78,13 +78,11 @@ def argument_problem(values: dict[str, Any]) -> str | None:
 
 
 def _database_of(ns: argparse.Namespace) -> str:
-    if getattr(ns, "db", None):
-        return os.path.abspath(os.path.expanduser(str(ns.db)))
     try:
         # lazy: only to name the file in an error
-        from piwatchd.config import load_settings
+        from piwatchd.config import resolve_db
 
-        return str(load_settings().db_path)
+        return str(resolve_db(getattr(ns, "db", None)))
     except (ImportError, OSError, SystemExit):
         return "the index"
 

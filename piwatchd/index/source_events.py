@@ -24,7 +24,7 @@ from ..source.parser import line_fingerprint
 from ..source.reader import open_source
 from .redaction import index_rules
 
-__all__ = ["project_rows", "verified_line"]
+__all__ = ["line_entry", "project_rows", "verified_line"]
 
 
 def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes | None:
@@ -37,6 +37,24 @@ def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes 
     if len(data) != length or line_fingerprint(line) != fingerprint:
         return None
     return line
+
+
+def line_entry(
+    entry_id: str,
+    parent_id: str | None,
+    etype: str,
+    ordinal: int,
+    offset: int,
+    length: int,
+    fingerprint: str,
+    id_recorded: bool,
+    line: bytes,
+) -> Entry:
+    """The indexed entry rebuilt from its verified source line (`verified_line`),
+    ready for `project_entry`: the one re-projection, for snippets, re-feeds and `read`."""
+    value = decode_line(RawLine(offset, line)).value
+    data = value if isinstance(value, dict) else {}
+    return Entry(entry_id, parent_id, etype, ordinal, offset, length, fingerprint, data, bool(id_recorded))
 
 
 # Re-projecting a hit costs a read, a JSON parse and redaction of the whole
@@ -122,9 +140,6 @@ def _project_row(fd: int, row: tuple[Any, ...], state: tuple[Any, ...], rules: R
     line = verified_line(fd, offset, length, fp)
     if line is None:
         return None
-    value = decode_line(RawLine(offset, line)).value
-    data = value if isinstance(value, dict) else {}
-    entry = Entry(eid, parent, etype, ordinal, offset, length, fp, data, bool(id_recorded))
-    event = project_entry(sid, entry, rules)
+    event = project_entry(sid, line_entry(eid, parent, etype, ordinal, offset, length, fp, id_recorded, line), rules)
     _remember(key, event)
     return event

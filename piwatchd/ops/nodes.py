@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import msgspec
 from piwatch import wire
 
 from ..catalog import session_row
+from ..index.search import iso_time
 from ..index.source_events import project_rows
 from ..index.tree_store import DbTreeView
 from ..redact import REDACTED_REASON, Rules, redact
@@ -26,7 +26,6 @@ __all__ = [
     "SMALL_PREVIEW",
     "EventFacts",
     "event_facts",
-    "iso",
     "node_summaries",
     "node_summary",
     "redact_result",
@@ -36,13 +35,6 @@ __all__ = [
 
 SMALL_PREVIEW = 160  # neighbours and trace nodes
 W = TypeVar("W", bound=msgspec.Struct)
-
-
-def iso(ms: int | None) -> str | None:
-    """Epoch milliseconds as an ISO 8601 UTC timestamp (`...Z`), as the wire shows times."""
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
@@ -67,7 +59,7 @@ class EventFacts(msgspec.Struct, frozen=True):
 def event_facts(row: Mapping[str, Any]) -> EventFacts:
     """An indexed event row's shared fields (`DbTreeView.row`)."""
     return EventFacts(
-        timestamp=iso(row["tsMs"]),
+        timestamp=iso_time(row["tsMs"]),
         tool_names=row["toolNames"],
         is_error=row["isError"],
         context_role=row["contextRole"],

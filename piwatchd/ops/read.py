@@ -22,12 +22,10 @@ from typing import Any, Literal
 from piwatch import wire
 
 from ..index.redaction import index_rules
-from ..index.source_events import verified_line
+from ..index.source_events import line_entry, verified_line
 from ..index.tree_store import DbTreeView
-from ..model import Entry
 from ..project import MAX_FRAGMENTS_PER_EVENT, project_entry
 from ..redact import NO_RULES
-from ..source.lines import RawLine, decode_line
 from ..source.reader import open_source
 from ..tree import branch_after, branch_before
 from .nodes import event_facts, node_summaries, redact_result, redaction_omitted, source_of
@@ -281,9 +279,7 @@ def _content(
     locator: wire.Locator,
 ) -> None:
     """The event's fragments from its verified line, projected (and redacted) as the index did."""
-    decoded = decode_line(RawLine(row["byteOffset"], line))
-    data = decoded.value if isinstance(decoded.value, dict) else {}
-    entry = Entry(
+    entry = line_entry(
         args.entry_id,
         row["parentId"],
         row["type"],
@@ -291,9 +287,10 @@ def _content(
         row["byteOffset"],
         row["byteLength"],
         row["fingerprint"],
-        data,
         row["idRecorded"],
+        line,
     )
+    data = entry.data
     rules = NO_RULES if args.unredacted else index_rules(view.conn)
     fragments = project_entry(args.session_id, entry, rules, bounded=False).fragments
     content = []

@@ -54,11 +54,9 @@ def caller_from(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _db_path(db: str | None) -> str:
-    if db:
-        return os.path.expanduser(db)
-    from piwatchd.config import load_settings  # lazy: only the fallback needs the daemon package
+    from piwatchd.config import resolve_db  # lazy: only the fallback needs the daemon package
 
-    return str(load_settings().db_path)
+    return str(resolve_db(db))
 
 
 def _failed(exc: Exception) -> CommandFailed:

@@ -60,9 +60,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def agent_dir(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    raw = explicit or env.get("PI_CODING_AGENT_DIR") or "~/.pi/agent"
-    return Path(os.path.expanduser(raw)).absolute()
+    """Pi's agent directory: `--agent-dir`, else where Pi itself looks (`piwatchd.source.discovery`)."""
+    if explicit:
+        return Path(os.path.expanduser(explicit)).absolute()
+    from piwatchd.source.discovery import agent_dir as pi_agent_dir  # lazy: one definition, the daemon's
+
+    return Path(pi_agent_dir(env))
 
 
 def extension_source(explicit: str | None = None) -> Path:

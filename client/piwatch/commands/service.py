@@ -10,9 +10,10 @@ import plistlib
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
-__all__ = ["add_parser", "run", "render_systemd_unit", "render_launchd_plist", "UNIT_NAME", "LAUNCHD_LABEL"]
+__all__ = ["add_parser", "run", "render_systemd_unit", "render_launchd_plist", "shipped", "UNIT_NAME", "LAUNCHD_LABEL"]
 
 UNIT_NAME = "piwatchd.service"
 LAUNCHD_LABEL = "dev.piwatch.piwatchd"
@@ -26,39 +27,31 @@ def _piwatchd_path() -> str:
     return shutil.which("piwatchd") or str(beside)
 
 
+def shipped(name: str) -> bytes:
+    """A unit file as shipped: `systemd/piwatchd.service` or
+    `launchd/dev.piwatch.piwatchd.plist` of a source checkout, else the copy
+    installed as package data (`piwatch.systemd`, `piwatch.launchd`)."""
+    folder = "launchd" if name.endswith(".plist") else "systemd"
+    checkout = Path(__file__).resolve().parents[3] / folder / name
+    if checkout.is_file():
+        return checkout.read_bytes()
+    return (resources.files(f"piwatch.{folder}") / name).read_bytes()
+
+
 def render_systemd_unit(exec_path: str) -> str:
-    return f"""[Unit]
-Description=piwatchd: live search index of Pi coding-agent sessions
-
-[Service]
-Type=notify
-ExecStart={exec_path}
-Restart=on-failure
-RestartSec=2
-WatchdogSec=60
-NotifyAccess=main
-StandardError=journal
-Nice=5
-IOSchedulingClass=idle
-
-[Install]
-WantedBy=default.target
-"""
+    """The shipped unit with ExecStart naming this piwatchd."""
+    lines = shipped(UNIT_NAME).decode().splitlines()
+    return "\n".join(f"ExecStart={exec_path}" if line.startswith("ExecStart=") else line for line in lines) + "\n"
 
 
 def render_launchd_plist(exec_path: str, home: str) -> bytes:
-    log = f"{home}/Library/Logs/piwatch/piwatchd.log"
-    return plistlib.dumps(
-        {
-            "Label": LAUNCHD_LABEL,
-            "ProgramArguments": [exec_path],
-            "RunAtLoad": True,
-            "KeepAlive": {"SuccessfulExit": False},
-            "ProcessType": "Adaptive",
-            "StandardErrorPath": log,
-            "StandardOutPath": log,
-        }
-    )
+    """The shipped agent with this piwatchd and the user's log paths."""
+    plist = plistlib.loads(shipped(f"{LAUNCHD_LABEL}.plist"))
+    plist["ProgramArguments"] = [exec_path]
+    for key in ("StandardErrorPath", "StandardOutPath"):
+        value = plist[key]
+        plist[key] = home + value[1:] if value.startswith("~/") else value
+    return plistlib.dumps(plist)
 
 
 def _unit_path(home: Path) -> Path:
