@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,19 +99,29 @@ def collect_status(
     *,
     roots: tuple[str, ...] | None = None,
     diagnostics_limit: int = 20,
+    exclude_sessions: Sequence[str] = (),
 ) -> wire.StatusResult:
-    """Status of the whole index (`roots` None) or of the sessions under `roots`."""
+    """Status of the whole index (`roots` None) or of the sessions under `roots`,
+    leaving out the files of `exclude_sessions` (sessions the caller may see
+    only in part: the caller adds back what it may see of them)."""
+    marks = ",".join("?" * len(exclude_sessions))
+    excluded = list(exclude_sessions)
     if roots is None:
         params: list[object] = []
         scope_from, scope_where = "sources src", "1"
-        sessions, events = conn.execute("SELECT count(*), coalesce(sum(entry_count), 0) FROM sessions").fetchone()
     else:
         clause, params = roots_clause("s.cwd_real", roots)
         scope_from = "sessions s JOIN sources src ON src.source_id = s.source_id"
         scope_where = clause
-        sessions, events = conn.execute(
-            f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {clause}", params
-        ).fetchone()
+    session_where, session_params = ("1", []) if roots is None else roots_clause("s.cwd_real", roots)
+    if excluded:
+        scope_where += f" AND src.source_id NOT IN (SELECT source_id FROM sessions WHERE session_id IN ({marks}))"
+        params = [*params, *excluded]
+        session_where += f" AND s.session_id NOT IN ({marks})"
+        session_params = [*session_params, *excluded]
+    sessions, events = conn.execute(
+        f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {session_where}", session_params
+    ).fetchone()
     by_state = dict.fromkeys(STATES, 0)
     file_bytes = consumed_bytes = 0
     for state, n, size, consumed in conn.execute(
@@ -161,15 +172,14 @@ def collect_status(
         events=events,
         bytes=wire.BytesStatus(files=file_bytes, ingested=consumed_bytes, backlog=max(0, file_bytes - consumed_bytes)),
         diagnostics=wire.DiagnosticsStatus(by_code=diag_by_code, recent=recent),
-        redactions=_redactions(conn, roots),
+        redactions=_redactions(conn, session_where, session_params),
         service=_recorded_service(conn),
     )
 
 
-def _redactions(conn: sqlite3.Connection, roots: tuple[str, ...] | None) -> wire.RedactionStatus:
-    """Counts by kind, never values: over the whole index, or the sessions under `roots`."""
+def _redactions(conn: sqlite3.Connection, where: str, params: list[object]) -> wire.RedactionStatus:
+    """Counts by kind, never values, over the sessions `s` that `where` selects."""
     rules = index_rules(conn)
-    where, params = ("1", []) if roots is None else roots_clause("s.cwd_real", roots)
     by_kind = redaction_totals(conn, where, params)
     return wire.RedactionStatus(
         total=sum(by_kind.values()),

@@ -179,29 +179,25 @@ class Visibility:
                     view.events,
                 )
 
-    def hidden_counts(self) -> tuple[int, int]:
-        """(sessions, events) that an aggregate over the caller's roots counts
-        but the caller may not see: its own session without a cutoff, and the
-        events at or after the cap of its session and of the forks that copied
-        it. `status` subtracts them."""
+    def partial_sessions(self) -> tuple[list[str], list[tuple[int, int]]]:
+        """What `status` must leave out of its aggregates, and add back: the
+        sessions the caller may see only in part or not at all (its own
+        session without a cutoff; its session and the forks that copied it,
+        capped by the cutoff), and for each capped one in the caller's roots
+        (visible events, visible bytes: up to the first hidden entry)."""
         own = self.scope.current_session
         if not own:
-            return 0, 0
-        self.load((own,))
-        row = self._rows.get(own)
+            return [], []
         if not self.scope.cutoff_entry:
-            counted = row is not None and self.scope.allows_cwd(row.cwd_real)
-            return (1, row.entry_count) if counted and row else (0, 0)
-        hidden_sessions = hidden_events = 0
+            return [own], []
+        excluded, visible = [], []
         for sid, cap in self.search_caps():
-            if sid == own and (row is None or not self.scope.allows_cwd(row.cwd_real)):
-                continue  # not counted: outside the caller's roots
-            (after,) = self.conn.execute(
-                "SELECT count(*) FROM events WHERE session_id=? AND ordinal >= ?", (sid, max(cap, 0))
-            ).fetchone()
-            hidden_events += after
-            hidden_sessions += cap < 0  # an unknown cutoff hides the whole session
-        return hidden_sessions, hidden_events
+            excluded.append(sid)
+            if cap < 0 or (view := self.session_view(sid)) is None:
+                continue  # an unknown cutoff hides the whole session; outside the roots it is not counted
+            end = self.visible_end(sid)
+            visible.append((view.events, end or 0))
+        return excluded, visible
 
     def describe_sessions(self, result: wire.SearchResult) -> None:
         """Name and time span of each session a search answer names, as far

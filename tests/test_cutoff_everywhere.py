@@ -15,6 +15,7 @@ import json
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from piwatch import wire
 from piwatch.client import Client
 from test_live import FOLDER, live, poll, search_cli  # noqa: F401 (live: fixture)
 
@@ -134,11 +135,21 @@ def test_grouped_sessions_are_described_as_of_the_cutoff(world):
     no_later_facts([[s.session_name, s.last_timestamp, s.first_timestamp] for s in result.sessions])
 
 
-def test_status_counts_only_visible_events(world):
-    client, _ = world
+def test_status_counts_only_visible_events_and_bytes(world):
+    client, paths = world
     status = client.status()
     # s-main, two forks (2 visible events each) and s-other (1 event); what lies past the cutoff is not counted.
     assert (status.sessions, status.events) == (4, 3 * 2 + 1)
+    # Bytes: the capped files up to their cutoff entry, the other file whole; never their later growth.
+    visible = [p.read_bytes() for p in paths.values()]
+    ends = [data.rindex(b"\n", 0, data.index(b'"id": "a1"')) + 1 for data in visible]
+    other = (next(iter(paths.values())).parent / "other.jsonl").stat().st_size
+    assert (status.bytes.files, status.bytes.ingested, status.bytes.backlog) == (
+        sum(ends) + other,
+        sum(ends) + other,
+        0,
+    )
+    no_later_facts(wire.to_builtins(status))
 
 
 @pytest.mark.parametrize(

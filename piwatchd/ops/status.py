@@ -32,10 +32,13 @@ def status(
     vis = req.vis
     snap = snapshot()
     with req.limited():
-        result = collect_status(vis.conn, db_path, roots=vis.scope.roots)
-        hidden_sessions, hidden_events = vis.hidden_counts()  # past the cutoff, or the caller's own session
-        result.sessions -= hidden_sessions
-        result.events -= hidden_events
+        # Sessions past the cutoff (or the caller's own) count only as far as the caller may see them.
+        excluded, visible = vis.partial_sessions()
+        result = collect_status(vis.conn, db_path, roots=vis.scope.roots, exclude_sessions=excluded)
+        for events, end in visible:
+            result.sessions, result.events = result.sessions + 1, result.events + events
+            if result.bytes is not None:
+                result.bytes.files, result.bytes.ingested = result.bytes.files + end, result.bytes.ingested + end
         Shown(vis.conn).status(result)  # paths, errors and diagnostics quote session files
     if snap:
         # The live snapshot is fresher than the row the service last wrote.
