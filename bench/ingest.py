@@ -35,6 +35,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
+
 from piwatchd.status import read_service_state
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,9 +123,10 @@ class Daemon:
         deadline = t0 + timeout
         while time.monotonic() < deadline:
             st = read_service_state(self.db)
-            if st and st["pid"] == self.proc.pid and st["startup_seconds"] is not None:
-                st["wall_seconds"] = round(time.monotonic() - t0, 3)
-                return st
+            if st and st.pid == self.proc.pid and st.startup_seconds is not None:
+                out = msgspec.structs.asdict(st)
+                out["wall_seconds"] = round(time.monotonic() - t0, 3)
+                return out
             if self.proc.poll() is not None:
                 raise RuntimeError(f"piwatchd exited with {self.proc.returncode}")
             time.sleep(0.01)

@@ -104,7 +104,7 @@ class Api:
         self.db_path = db_path
         self.configured_roots = configured_roots
         self.session_roots = session_roots
-        self.service_snapshot: ServiceSnapshot = service_snapshot or dict
+        self.service_snapshot: ServiceSnapshot = service_snapshot or (lambda: None)
         self.mark_dirty = mark_dirty or (lambda path: None)
         self.request_reindex = request_reindex
         self.hello_info = hello_info or dict
@@ -266,7 +266,7 @@ class Api:
         """The response with its envelope: freshness and warnings of the sessions
         the answer names (only those the caller may see), plus the service's
         catch-up progress."""
-        snapshot = self.service_snapshot() or {}
+        snapshot = self.service_snapshot()
         warnings = catch_up_warnings(snapshot)
         fresh = []
         if vis is not None and named:
@@ -300,13 +300,11 @@ class Api:
                     )
         if vis is not None:
             Shown(vis.conn).notices(warnings)
-        last_scan = snapshot.get("last_scan")
-        backlog = snapshot.get("backlog_files")
-        scan_ms = last_scan.get("at_ms") if isinstance(last_scan, dict) else None
+        last_scan = snapshot.last_scan if snapshot else None
         freshness = wire.Freshness(
             sessions=fresh,
-            backlog=backlog if isinstance(backlog, int) else None,
-            last_scan_ms=scan_ms if isinstance(scan_ms, int) else None,
+            backlog=snapshot.backlog_files if snapshot else None,
+            last_scan_ms=last_scan.at_ms if last_scan else None,
         )
         return wire.Response(
             id=None, ok=error is None, result=result, error=error, warnings=warnings, freshness=freshness

@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
+
+from piwatch import wire
 
 from . import memory
 from .inbox import Inbox
@@ -264,11 +266,11 @@ class Daemon:
 
         return {"version": __version__, "started_at": int(self.started * 1000)}
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _snapshot(self) -> wire.ServiceStatus:
         snap = self.service.snapshot()
-        snap["uptime_seconds"] = round(time.time() - self.started, 1)
-        snap["socket"] = str(self.sock_path)
-        snap["requests_served"] = self.server.requests_served
+        snap.uptime_seconds = round(time.time() - self.started, 1)
+        snap.socket = str(self.sock_path)
+        snap.requests_served = self.server.requests_served
         return snap
 
     # -- running -----------------------------------------------------------------------
@@ -327,7 +329,7 @@ class Daemon:
             return
         if now - self._last_ping >= ping_every:
             snap = self.service.snapshot()
-            notify(f"WATCHDOG=1\nSTATUS={snap.get('phase')}; backlog {snap.get('backlog_files')} files")
+            notify(f"WATCHDOG=1\nSTATUS={snap.phase}; backlog {snap.backlog_files} files")
             self._last_ping = now
 
     def _shutdown(self) -> None:

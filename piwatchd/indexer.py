@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from piwatch import wire
+
 from .auth import is_under
 from .index.writer import IndexWriter
 from .indexfile import lock_index, open_or_rebuild, prepare_index_path
@@ -40,16 +42,16 @@ class ScanResult:
     roots_unavailable: list[str]
     seconds: float
 
-    def report(self, reason: str) -> dict[str, Any]:
-        return {
-            "reason": reason,
-            "at_ms": int(time.time() * 1000),
-            "seconds": round(self.seconds, 3),
-            "files": self.files,
-            "queued": len(self.queue),
-            "missed_by_events": self.missed,
-            "roots_unavailable": self.roots_unavailable,
-        }
+    def report(self, reason: str) -> wire.ScanInfo:
+        return wire.ScanInfo(
+            reason=reason,
+            at_ms=int(time.time() * 1000),
+            seconds=round(self.seconds, 3),
+            files=self.files,
+            queued=len(self.queue),
+            missed_by_events=self.missed,
+            roots_unavailable=list(self.roots_unavailable),
+        )
 
 
 def scan(conn: sqlite3.Connection, roots: Iterable[str], *, verify_all: bool = False) -> ScanResult:

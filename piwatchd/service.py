@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
+from piwatch import wire
 from piwatch.rates import RateMeter
 
 from .backlog import Backlog
@@ -85,7 +86,7 @@ class _Progress:
     files_changed: int = 0  # of files_ingested, those with new or rewritten bytes (the rest were only verified)
     batches: int = 0
     scans: int = 0
-    last_scan: dict[str, Any] | None = None
+    last_scan: wire.ScanInfo | None = None
     startup_seconds: float | None = None  # first scan queued -> backlog drained
     missed_by_events: int = 0
     errors: dict[str, str] = field(default_factory=dict)
@@ -527,39 +528,40 @@ class Service:
 
     # -- progress ----------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> wire.ServiceStatus:
+        """The service's progress in its one shape, the wire's (also the `service_state` row)."""
         p = self.progress
-        return {
-            "pid": os.getpid(),
-            "started_ms": p.started_ms,
-            "heartbeat_ms": int(time.time() * 1000),
-            "phase": p.phase,
-            "db": str(Path(self.config.db_path)),
-            "roots": self._watch_status() if self._watch_status else [{"path": r} for r in self.roots],
-            "warnings": list(self._watch_warnings()) if self._watch_warnings else [],
-            "settle": self.config.settle,
-            "max_latency": self.config.max_latency,
-            "scan_interval": self.config.scan_interval,
-            "files_known": p.files_known,
-            "files_ingested": p.files_ingested,
-            "files_changed": p.files_changed,
-            "bytes_ingested": p.bytes_ingested,
-            "events_ingested": p.events_ingested,
-            "batches": p.batches,
-            "backlog_files": len(self._backlog) + self.inbox.pending(),
-            "backlog_bytes": self._backlog.unread_bytes if self._backlog else 0,
-            "rate_bytes_per_s": self._rate.rate(self._clock()) if self._backlog else None,
-            "scans": p.scans,
-            "last_scan": p.last_scan,
-            "startup_seconds": p.startup_seconds,
-            "missed_by_events": p.missed_by_events,
-            "removals_vetoed": self._guard.vetoed,
-            "retrying": len(self._retries),
-            "retries": p.retries,
-            "index_problem": p.index_problem,
-            "index_rebuilds": p.index_rebuilds,
-            "errors": dict(p.errors),
-        }
+        return wire.ServiceStatus(
+            pid=os.getpid(),
+            started_ms=p.started_ms,
+            heartbeat_ms=int(time.time() * 1000),
+            phase=p.phase,
+            db=str(Path(self.config.db_path)),
+            roots=self._watch_status() if self._watch_status else [{"path": r} for r in self.roots],
+            warnings=[wire.clip(str(w)) for w in self._watch_warnings()] if self._watch_warnings else [],
+            settle=self.config.settle,
+            max_latency=self.config.max_latency,
+            scan_interval=self.config.scan_interval,
+            files_known=p.files_known,
+            files_ingested=p.files_ingested,
+            files_changed=p.files_changed,
+            bytes_ingested=p.bytes_ingested,
+            events_ingested=p.events_ingested,
+            batches=p.batches,
+            backlog_files=len(self._backlog) + self.inbox.pending(),
+            backlog_bytes=self._backlog.unread_bytes if self._backlog else 0,
+            rate_bytes_per_s=self._rate.rate(self._clock()) if self._backlog else None,
+            scans=p.scans,
+            last_scan=p.last_scan,
+            startup_seconds=p.startup_seconds,
+            missed_by_events=p.missed_by_events,
+            removals_vetoed=self._guard.vetoed,
+            retrying=len(self._retries),
+            retries=p.retries,
+            index_problem=p.index_problem,
+            index_rebuilds=p.index_rebuilds,
+            errors={path: wire.clip(message) for path, message in p.errors.items()},
+        )
 
     def _write_state(self, force: bool = False) -> None:
         now = self._clock()
@@ -568,7 +570,7 @@ class Service:
         if not force and now - self._last_state_write < interval:
             return
         self._last_state_write = now
-        value = orjson.dumps(self.snapshot()).decode()
+        value = msgspec.json.encode(self.snapshot()).decode()
         try:
             with self.writer.transaction():
                 self.writer.save_service_state(STATE_KEY, value)

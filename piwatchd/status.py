@@ -14,7 +14,6 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import orjson
@@ -24,7 +23,7 @@ from .index.query import roots_clause
 from .index.redaction import index_rules, redaction_totals
 from .text.engine import engine_of
 
-__all__ = ["collect_status", "read_service_state", "service_status", "STATES"]
+__all__ = ["collect_status", "read_service_state", "STATES"]
 
 STATES = ("ok", "pending", "stale", "unsupported", "unreadable", "duplicate")
 PROBLEMS_SHOWN = 20
@@ -42,7 +41,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def read_service_state(db_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def read_service_state(db_path: str | os.PathLike[str]) -> wire.ServiceStatus | None:
     """The live service's last recorded progress, or None when there is none
     yet (no index, no row, or the index is being created)."""
     try:
@@ -53,34 +52,24 @@ def read_service_state(db_path: str | os.PathLike[str]) -> dict[str, Any] | None
             conn.close()
     except sqlite3.Error:
         return None
-    return orjson.loads(row[0]) if row else None
+    return _decode_service(row[0]) if row else None
 
 
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-def _camel_keys(d: dict[str, Any]) -> dict[str, Any]:
-    return {_camel(k): v for k, v in d.items()}
-
-
-def service_status(snapshot: dict[str, Any]) -> wire.ServiceStatus:
-    """The ingest service's snapshot (snake_case, as the service keeps it) as
-    the wire's camelCase `ServiceStatus`. File paths (keys of `errors`) are kept."""
-    data = _camel_keys(snapshot)
-    if isinstance(snapshot.get("last_scan"), dict):
-        data["lastScan"] = _camel_keys(snapshot["last_scan"])
-    if isinstance(snapshot.get("roots"), list):
-        data["roots"] = [_camel_keys(r) if isinstance(r, dict) else {"path": str(r)} for r in snapshot["roots"]]
-    data["warnings"] = [wire.clip(str(w)) for w in snapshot.get("warnings") or []]
-    data["errors"] = {str(k): wire.clip(str(v)) for k, v in (snapshot.get("errors") or {}).items()}
+def _decode_service(value: str | bytes) -> wire.ServiceStatus:
+    """The recorded row: the wire's `ServiceStatus`, as the service wrote it."""
     try:
-        return msgspec.convert(data, wire.ServiceStatus)
-    except msgspec.ValidationError:
+        return msgspec.json.decode(value, type=wire.ServiceStatus)
+    except msgspec.DecodeError:
         # A service of another version: show what can be read rather than fail status.
+        try:
+            data = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):
+            return wire.ServiceStatus()
+        pid, phase = data.get("pid"), data.get("phase")
         return wire.ServiceStatus(
-            pid=data.get("pid") if isinstance(data.get("pid"), int) else None, phase=str(data.get("phase"))
+            pid=pid if isinstance(pid, int) else None, phase=None if phase is None else str(phase)
         )
 
 
@@ -88,9 +77,10 @@ def _recorded_service(conn: sqlite3.Connection) -> wire.ServiceStatus | None:
     row = conn.execute("SELECT value, updated_ms FROM service_state WHERE key='service'").fetchone()
     if row is None:
         return None
-    snap = orjson.loads(row[0])
-    alive = snap.get("phase") != "stopped" and _pid_alive(int(snap.get("pid") or 0))
-    return service_status({**snap, "running": alive, "updated_age_s": round(time.time() - row[1] / 1000, 1)})
+    svc = _decode_service(row[0])
+    svc.running = svc.phase != "stopped" and _pid_alive(svc.pid or 0)
+    svc.updated_age_s = round(time.time() - row[1] / 1000, 1)
+    return svc
 
 
 def collect_status(

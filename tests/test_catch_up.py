@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from piwatch.wire import ServiceStatus
 
 from piwatchd.api import Api
 from piwatchd.direct import index_once
@@ -42,7 +43,9 @@ BIN = Path(sys.executable).parent
     ],
 )
 def test_catch_up_warning_table(snapshot, message):
-    got = [w.message for w in catch_up_warnings(snapshot) if w.code == "indexing"]
+    got = [
+        w.message for w in catch_up_warnings(ServiceStatus(**snapshot) if snapshot else None) if w.code == "indexing"
+    ]
     assert got == ([] if message is None else [message])
 
 
@@ -56,7 +59,7 @@ def catching_up(short_tmp):
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(short_tmp / "sessions")])
     progress = {"phase": "ingesting", "startup_seconds": None, "files_known": 60, "backlog_files": 41}
-    api = Api(db, service_snapshot=lambda: dict(progress))
+    api = Api(db, service_snapshot=lambda: ServiceStatus(**progress))
     server = Server(short_tmp / "run" / "s.sock", api.handle, hello=api.hello, on_connection_end=api.readers.reset)
     server.start()
     yield server, proj, progress

@@ -168,7 +168,7 @@ def test_a_giant_line_never_holds_back_other_sessions(live, header, gib):
     # Never read again: a restart re-proves the checkpoint by its hashes and reads no byte of it.
     d.stop()
     d2 = live.daemon()
-    assert d2.state()["bytes_ingested"] == 0
+    assert d2.state().bytes_ingested == 0
 
 
 def _problem(db, path) -> str | None:

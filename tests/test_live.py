@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from piwatch.wire import ServiceStatus
 
 from piwatchd.status import read_service_state
 
@@ -88,18 +89,18 @@ class Daemon:
             poll(self.started, 30, message="piwatchd start-up scan to finish")
         return self
 
-    def state(self) -> dict | None:
+    def state(self) -> ServiceStatus | None:
         return read_service_state(self.db)
 
     def started(self):
         assert self.proc.poll() is None, self.log.read_text()
         st = self.state()
-        return st is not None and st["pid"] == self.proc.pid and st["startup_seconds"] is not None
+        return st is not None and st.pid == self.proc.pid and st.startup_seconds is not None
 
     def sighup_and_wait_scan(self):
-        before = self.state()["scans"]
+        before = self.state().scans
         self.proc.send_signal(signal.SIGHUP)
-        poll(lambda: (self.state() or {}).get("scans", 0) > before, 10, message="a reconciliation scan")
+        poll(lambda: ((self.state() or ServiceStatus()).scans or 0) > before, 10, message="a reconciliation scan")
 
     def stop(self) -> int:
         if self.proc and self.proc.poll() is None:
@@ -337,7 +338,7 @@ def test_root_removed_and_restored_removes_nothing(live):
     d.sighup_and_wait_scan()
     time.sleep(0.5)
     assert entry_ids(live.db) == ["a", "b"]
-    assert (d.state()["last_scan"]["roots_unavailable"]) == [str(live.root)]
+    assert (d.state().last_scan.roots_unavailable) == [str(live.root)]
     away.rename(live.root)
     with open(live.path, "ab") as fh:
         fh.write(line("c", "b", "homecoming crane"))
@@ -365,7 +366,7 @@ def test_restart_has_no_duplicates_and_no_reparse(live):
     d2 = live.daemon()
     assert q(live.db, "SELECT path, bytes_ingested, last_ingest_ms, consumed FROM sources") == before
     assert q(live.db, "SELECT session_id, entry_id, ordinal, fingerprint FROM events ORDER BY 1, 3") == events_before
-    assert d2.state()["bytes_ingested"] == 0
+    assert d2.state().bytes_ingested == 0
     # The partial line completes after the restart: ingested once.
     with open(live.path, "ab") as fh:
         fh.write(

@@ -637,12 +637,12 @@ def test_catch_up_warning_tells_the_model_the_history_is_still_being_indexed(wor
     """The daemon's own Api on this index, with its service in the first index (41 of 60 files to go):
     the responses carry its catch-up notice, and the text says so first; an empty page is not
     "no such event"."""
-    from piwatch.wire import to_builtins
+    from piwatch.wire import ServiceStatus, to_builtins
 
     from piwatchd.api import Api
 
     snapshot = {"phase": "ingesting", "files_known": 60, "backlog_files": 41, "startup_seconds": None}
-    api = Api(world.tmp / "index.sqlite3", service_snapshot=lambda: snapshot)
+    api = Api(world.tmp / "index.sqlite3", service_snapshot=lambda: ServiceStatus(**snapshot))
     caller = {"cwd": str(world.proj)}
     b, sid = world.ids("branches"), world.seeded["sessions"]["branches"]["id"]
     try:

@@ -3,6 +3,7 @@ maintenance, side files); `tests/test_engines.py` holds their results equal."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
@@ -99,3 +100,24 @@ def _hits(db):
         return sorted((h.session_id, h.entry_id) for h in out.hits)
     finally:
         conn.close()
+
+
+def test_tantivy_index_bytes_survive_files_vanishing(tmp_path, monkeypatch):
+    """Tantivy deletes temporary and merged files while status lists them."""
+    engine = engine_named("tantivy")
+    db = tmp_path / "db.sqlite3"
+    assert engine.index_bytes(db) == 0  # no text index yet
+    d = engine.side_paths(db)[0]
+    d.mkdir()
+    (d / "seg").write_bytes(b"x" * 10)
+    (d / ".tmp").write_bytes(b"y" * 5)
+    assert engine.index_bytes(db) == 15
+    real_scandir = os.scandir
+
+    def scandir_then_delete(path):
+        entries = list(real_scandir(path))
+        (d / ".tmp").unlink()  # gone between the listing and its stat
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_delete)
+    assert engine.index_bytes(db) == 10

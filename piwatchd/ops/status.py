@@ -11,19 +11,20 @@ every answer carries while it runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
+import msgspec
 from piwatch import wire
 
 from ..auth import CallerScope
 from ..shown import Shown
-from ..status import collect_status, service_status
+from ..status import collect_status
 from .request import OpRequest
 
 __all__ = ["ServiceSnapshot", "catch_up", "catch_up_warnings", "public_service", "status", "unready_status"]
 
-# The ingest service's live progress (snake_case keys, as the service keeps them); empty without a service.
-ServiceSnapshot = Callable[[], Mapping[str, object]]
+# The ingest service's live progress in its one shape; None without a service (the CLI's fallback).
+ServiceSnapshot = Callable[[], wire.ServiceStatus | None]
 
 
 def status(
@@ -42,7 +43,7 @@ def status(
         Shown(vis.conn).status(result)  # paths, errors and diagnostics quote session files
     if snap:
         # The live snapshot is fresher than the row the service last wrote.
-        live = service_status({**snap, "running": True, "updated_age_s": 0})
+        live = msgspec.structs.replace(snap, running=True, updated_age_s=0)
         result.service = live if vis.scope.roots is None else public_service(live)
     elif vis.scope.roots is not None and result.service is not None:
         result.service = public_service(result.service)
@@ -53,31 +54,25 @@ def status(
 def unready_status(scope: CallerScope, snapshot: ServiceSnapshot, error: str) -> wire.StatusResult:
     """Status while the index cannot be read (being created or missing)."""
     snap = snapshot()
-    service = service_status({**snap, "running": True}) if snap else None
+    service = msgspec.structs.replace(snap, running=True) if snap else None
     if service is not None and scope.roots is not None:
         service = public_service(service)
     return wire.StatusResult(ready=False, index_error=error, service=service)
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) else 0
-
-
-def catch_up(snapshot: Mapping[str, object]) -> wire.IndexProgress | None:
+def catch_up(snapshot: wire.ServiceStatus | None) -> wire.IndexProgress | None:
     """The first index's progress while it runs (None once caught up, or
     without a live service). One definition for the warning and `status`."""
-    if not snapshot or snapshot.get("startup_seconds") is not None or snapshot.get("phase") in (None, "stopped"):
+    if snapshot is None or snapshot.startup_seconds is not None or snapshot.phase in (None, "stopped"):
         return None
-    known = _count(snapshot.get("files_known"))
-    backlog = _count(snapshot.get("backlog_files"))
+    known = snapshot.files_known or 0
+    backlog = snapshot.backlog_files or 0
     return wire.IndexProgress(files_done=max(0, known - backlog), files_total=known)
 
 
-def catch_up_warnings(snapshot: Mapping[str, object]) -> list[wire.Notice]:
+def catch_up_warnings(snapshot: wire.ServiceStatus | None) -> list[wire.Notice]:
     """The service's watch warnings, and the catch-up notice first while the first index runs."""
-    warnings = snapshot.get("warnings")
-    listed = warnings if isinstance(warnings, list) else []
-    out = [wire.Notice(code="watch", message=wire.clip(str(w))) for w in listed]
+    out = [wire.Notice(code="watch", message=wire.clip(w)) for w in snapshot.warnings] if snapshot else []
     progress = catch_up(snapshot)
     if progress is not None:
         if progress.files_total == 0:

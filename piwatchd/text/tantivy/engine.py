@@ -6,6 +6,7 @@ the SQLite file (`<db>.tantivy/`), fed after each SQLite COMMIT
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,8 +44,20 @@ class TantivyEngine:
         return RankedPage(*search.ranked_page(conn, request, need, deadline, chooser))
 
     def index_bytes(self, db_path: Path) -> int:
-        d = text_dir(db_path)
-        return sum(f.stat().st_size for f in d.iterdir() if f.is_file()) if d.is_dir() else 0
+        """The segment files' sizes. Tantivy writes and deletes temporary and
+        merged files while we list: a file gone before its stat counts 0."""
+        total = 0
+        try:
+            entries = list(os.scandir(text_dir(db_path)))
+        except OSError:  # no text index yet, or being rebuilt
+            return 0
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+        return total
 
     def side_paths(self, db_path: Path) -> Sequence[Path]:
         return (text_dir(db_path),)
