@@ -78,7 +78,7 @@ class World:
             text=True,
         )
         if wait:
-            self.proc = proc  # the primary instance; a refused second one is not tracked here
+            self.proc = proc  # the primary instance (stopped by the fixture); a refused second one is not tracked here
             wait_for(
                 lambda: (
                     self.client().status().service.pid == proc.pid and self.client().status().service.phase == "idle"
@@ -124,9 +124,11 @@ def world(short_tmp):
         )
         + "\n"
     )
-    w.start()
-    yield w
-    w.stop()
+    try:
+        w.start()
+        yield w
+    finally:
+        w.stop()  # also when start-up timed out: never leave a daemon behind
 
 
 def sids(result):
