@@ -226,27 +226,35 @@ class Soak:
     # -- the run -------------------------------------------------------------------
 
     def verify(self) -> dict:
-        """Every marker written is searchable, per session; returns the counts."""
-        missing: list[str] = []
-        total = 0
+        """Every marker written is searchable: one search per marker (filtered to its
+        session) must find exactly its own entry. All are checked once (in parallel
+        clients), then the ones not found yet are retried for up to 60 s."""
+        todo = [(sid, eid, m) for sid, entries in self.written.items() for eid, m in entries]
+        missing = self._check(todo)
         deadline = time.monotonic() + 60
-        with Client(self.sock, timeout=30, caller=ALL) as c:
-            for sid, entries in self.written.items():
-                want = {eid for eid, _ in entries}
-                total += len(want)
-                got: set[str] = set()
-                while time.monotonic() < deadline:
-                    # One search per marker: each must find exactly its own entry.
-                    got = {
-                        eid
-                        for eid, m in entries
-                        if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2).hits] == [eid]
-                    }
-                    if got == want:
-                        break
-                    time.sleep(0.5)
-                missing.extend(sorted(want - got))
-        return {"appends": total, "searchable": total - len(missing), "missing": missing[:20]}
+        while missing and time.monotonic() < deadline:
+            time.sleep(0.5)
+            missing = self._check(missing)
+        return {
+            "appends": len(todo),
+            "searchable": len(todo) - len(missing),
+            "missing": [eid for _, eid, _ in missing[:20]],
+        }
+
+    def _check(self, todo: list[tuple[str, str, str]], clients: int = 8) -> list[tuple[str, str, str]]:
+        """The (session, entry, marker) triples whose marker search does not find exactly their entry."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def part(items: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+            with Client(self.sock, timeout=30, caller=ALL) as c:
+                return [
+                    (sid, eid, m)
+                    for sid, eid, m in items
+                    if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2).hits] != [eid]
+                ]
+
+        with ThreadPoolExecutor(clients) as pool:
+            return [t for found in pool.map(part, [todo[i::clients] for i in range(clients)]) for t in found]
 
     def run(self) -> dict:
         proc = self.start_daemon()
