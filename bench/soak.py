@@ -205,7 +205,7 @@ class Soak:
                     count, marker = len(self.written[sid]), self.written[sid][-1][1]
                 t0 = time.perf_counter()
                 while not self.stop.is_set():
-                    if c.search(marker, filters={"sessionId": [sid]}, limit=1).hits:
+                    if c.search(marker, filters={"sessionId": [sid]}, limit=1, exact=True).hits:
                         self.visible_ms.append((time.perf_counter() - t0) * 1000)
                         break
                     if time.perf_counter() - t0 > 30:
@@ -250,7 +250,8 @@ class Soak:
                 return [
                     (sid, eid, m)
                     for sid, eid, m in items
-                    if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2).hits] != [eid]
+                    if [h.entry_id for h in c.search(m, filters={"sessionId": [sid]}, limit=2, exact=True).hits]
+                    != [eid]
                 ]
 
         with ThreadPoolExecutor(clients) as pool:

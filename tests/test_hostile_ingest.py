@@ -82,16 +82,18 @@ def test_one_entry_with_thousands_of_file_reads_costs_linear_work(live, calls):
     started = time.monotonic()
     live.path.write_bytes(many_reads("s-many", calls, "osprey"))
     with client(d) as c:
-        poll(lambda: c.search("osprey").hits, 60, message="the entry after the reads")
+        poll(lambda: c.search("osprey", exact=True).hits, 60, message="the entry after the reads")
         seconds = time.monotonic() - started
         peak = rss.stop()
         # Generous against a loaded CI machine; README's figure is the measured one.
         assert seconds < 15, seconds
         assert peak < 300 * 2**20, peak >> 20
         # The first files read are filters; the ones past the cap are not (said by diagnostics and read).
-        assert [h.entry_id for h in c.search("ts", filters={"files": ["/work/proj/src/p1/f1.ts"]}).hits] == ["a1"]
+        assert [
+            h.entry_id for h in c.search("ts", filters={"files": ["/work/proj/src/p1/f1.ts"]}, exact=True).hits
+        ] == ["a1"]
         late = f"/work/proj/src/p{(calls - 1) % 40}/f{calls - 1}.ts"
-        assert c.search("ts", filters={"files": [late]}).hits == []
+        assert c.search("ts", filters={"files": [late]}, exact=True).hits == []
         read = c.read("s-many", "a1")
         assert len(read.content) == calls  # read shows every call
         notes = [o for o in read.omitted or [] if o.kind == "not-indexed"]
@@ -118,7 +120,7 @@ def test_restart_after_kill9_in_the_middle_of_huge_entries_is_ready_in_seconds(l
     d2 = live.daemon()
     with client(d2) as c:
         for n in range(6):
-            poll(lambda n=n: c.search(f"heron{n}").hits, 60, message=f"session {n} after restart")
+            poll(lambda n=n: c.search(f"heron{n}", exact=True).hits, 60, message=f"session {n} after restart")
     assert time.monotonic() - started < 30
 
 
@@ -131,7 +133,7 @@ def _append_latencies(live, d, rounds: int = 5) -> list[float]:
             with open(live.path, "ab") as fh:
                 fh.write(jsonl(msg(f"z{i}", "a", "user", word)))
             started = time.monotonic()
-            poll(lambda w=word: c.search(w).hits, 30, interval=0.005, message=word)
+            poll(lambda w=word: c.search(w, exact=True).hits, 30, interval=0.005, message=word)
             out.append(time.monotonic() - started)
     return out
 
@@ -158,7 +160,7 @@ def test_a_giant_line_never_holds_back_other_sessions(live, header, gib):
     assert max(latencies) < 3, latencies
     with client(d) as c:
         if header:
-            poll(lambda: c.search("gannet").hits, 60, message="the entry after the giant line")
+            poll(lambda: c.search("gannet", exact=True).hits, 60, message="the entry after the giant line")
             assert any("longer than 64 MiB" in m for (m,) in q(live.db, "SELECT message FROM diagnostics")), (
                 "the skipped line is reported"
             )
@@ -198,20 +200,20 @@ def test_a_session_whose_refeed_never_finished_is_deferred_then_quarantined(live
     _owe(live.db, "s-3", MAX_REPAY_ATTEMPTS)
     d = live.daemon()
     with client(d) as c:
-        assert c.search("walrus").hits  # re-fed at start-up
+        assert c.search("walrus", exact=True).hits  # re-fed at start-up
         # The suspect is re-fed by the ingest loop once start-up is done, not before it.
-        poll(lambda: c.search("puffin").hits, 30, message="the suspect re-fed later")
-        assert c.search("marmot").hits == []  # quarantined: never re-fed again
+        poll(lambda: c.search("puffin", exact=True).hits, 30, message="the suspect re-fed later")
+        assert c.search("marmot", exact=True).hits == []  # quarantined: never re-fed again
         errors = c.status().service.errors
         assert any("quarantined" in e for e in errors.values()), errors
         # An append does not complete it; a rewrite of its file does.
         s3 = folder / "s3.jsonl"
         with open(s3, "ab") as fh:
             fh.write(jsonl(msg("b", "a", "user", "delta ibis")))
-        poll(lambda: c.search("ibis").hits, 30, message="the append")
-        assert c.search("marmot").hits == []
+        poll(lambda: c.search("ibis", exact=True).hits, 30, message="the append")
+        assert c.search("marmot", exact=True).hits == []
         s3.write_bytes(jsonl(v3_header("s-3"), msg("a", None, "user", "charlie marmot again")))
-        poll(lambda: c.search("marmot").hits, 30, message="the rebuilt session")
+        poll(lambda: c.search("marmot", exact=True).hits, 30, message="the rebuilt session")
     assert q(live.db, "SELECT count(*) FROM text_debt")[0][0] == 0
 
 
@@ -234,7 +236,9 @@ def test_new_folders_under_a_symlinked_root_are_indexed_at_once(linked):
                 folder.mkdir()
                 (folder / "s.jsonl").write_bytes(jsonl(v3_header(f"s-n{i}"), msg("a", None, "user", f"newword{i}")))
                 started = time.monotonic()
-                hits = poll(lambda i=i: c.search(f"newword{i}").hits, 20, interval=0.01, message="the new folder")
+                hits = poll(
+                    lambda i=i: c.search(f"newword{i}", exact=True).hits, 20, interval=0.01, message="the new folder"
+                )
                 assert time.monotonic() - started < 3  # the goal is 1 s; measured ~0.1 s
                 assert hits[0].session_id == f"s-n{i}"
             if linked:
@@ -244,10 +248,10 @@ def test_new_folders_under_a_symlinked_root_are_indexed_at_once(linked):
                 tmp = base / "link.new"
                 os.symlink(other, tmp)
                 os.replace(tmp, root)  # re-pointed atomically, as dotfile managers do
-                poll(lambda: c.search("ocelot").hits, 20, message="the re-pointed root")
+                poll(lambda: c.search("ocelot", exact=True).hits, 20, message="the re-pointed root")
                 (other / "--late--").mkdir()
                 (other / "--late--" / "l.jsonl").write_bytes(jsonl(v3_header("s-l"), msg("a", None, "user", "lynx")))
-                poll(lambda: c.search("lynx").hits, 5, message="a new folder under the new target")
+                poll(lambda: c.search("lynx", exact=True).hits, 5, message="a new folder under the new target")
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -263,7 +267,7 @@ def test_status_counts_a_file_being_ingested_as_backlog(live):
     (live.root / FOLDER / "large.jsonl").write_bytes(jsonl(v3_header("s-large"), *entries))
     seen = []
     with client(d) as c:
-        while not c.search("kittiwake").hits:
+        while not c.search("kittiwake", exact=True).hits:
             seen.append(c.status().service.backlog_files)
             time.sleep(0.05)
     # While the large file was not done, status said so (it is sliced and re-queued between slices).
