@@ -172,3 +172,16 @@ def test_rank_repairs_orders_every_candidate():
     assert rank_repairs("feture", vocabulary) == ["future", "feature"]
     assert rank_repairs("feture", vocabulary, 1) == ["future"]
     assert rank_repairs("abc", vocabulary) == []
+
+
+@settings(max_examples=80)
+@given(st.text("abcde", min_size=4, max_size=9), st.lists(st.text("abcde", min_size=2, max_size=11), max_size=12))
+def test_rank_repairs_bound_never_drops_a_close_term(word, terms):
+    """The letter-count bound before the distance table only skips terms too far away."""
+    vocabulary = dict.fromkeys(terms, 3)
+    limit = repair_distance(word)
+    brute = sorted((edit_distance(word, t, limit), t) for t in vocabulary if t != word)
+    expected = [t for d, t in brute if d <= limit][:3]
+    assert rank_repairs(word, vocabulary) == expected
+    near = {t: 1 for t in vocabulary if edit_distance(word, t, 1) == 1}
+    assert rank_repairs(word, vocabulary, 3, near) == expected

@@ -20,9 +20,9 @@ engine (`piwatchd.text.tantivy.index`) runs them against the index.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .query import Term
 
@@ -105,17 +105,26 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return min(prev[len(b)], limit + 1)
 
 
-def rank_repairs(word: str, vocabulary: Mapping[str, int], n: int = 3) -> list[str]:
+def rank_repairs(
+    word: str, vocabulary: Mapping[str, int], n: int = 3, known: Mapping[str, int] | None = None
+) -> list[str]:
     """The best `n` repairs of `word` among `vocabulary` (term -> document
     frequency), best first: within `repair_distance(word)`; terms in at
     least 2 documents before one-offs (often typos themselves), then the
-    closest, then the most frequent, then alphabetical."""
+    closest, then the most frequent, then alphabetical. `known` gives
+    distances already known (the spellings `edits1` made are 1 away)."""
     limit = repair_distance(word)
-    ranked: list[tuple[Any, ...]] = []
+    ranked: list[tuple[bool, int, int, str]] = []
+    letters = Counter(word)
     for term, df in vocabulary.items():
         if df <= 0 or term == word:
             continue
-        d = edit_distance(word, term, limit)
+        d = (known or {}).get(term)
+        if d is None:
+            # Each edit adds at most one letter the word lacks: a cheap bound before the table.
+            if abs(len(term) - len(word)) > limit or sum((Counter(term) - letters).values()) > limit:
+                continue
+            d = edit_distance(word, term, limit)
         if d <= limit:
             ranked.append((df < 2, d, -df, term))
     return [key[3] for key in sorted(ranked)[:n]]

@@ -91,25 +91,32 @@ MAX_REPAIR_OPTIONS = 3
 MAX_REPAIRED_WORDS = 3
 
 
-def _vocabulary(text: TantivyText, word: str, filters: SearchFilters) -> dict[str, int]:
+def _vocabulary(text: TantivyText, word: str, filters: SearchFilters) -> tuple[dict[str, int], dict[str, int]]:
     """Index words near `word`: every spelling one edit away that has
     postings (one dictionary lookup each, ~1.4 us; skipped unless a fuzzy
     probe finds a word one edit away in a document the caller may see), and
     for words that may be 2 edits away, the words sharing their first
     PREFIX_CHARS characters."""
     searcher = text.index.searcher()
-    found = {}
+    found: dict[str, int] = {}
+    near: dict[str, int] = {}  # found one edit away: no distance to compute
     probe = Query.fuzzy_term_query(text.schema, "text", word, distance=1, transposition_cost_one=True)
     if text.top(text.combine([probe], filters), 1):
         for candidate in edits1(word):
             df = searcher.doc_freq("text", candidate)
             if df:
                 found[candidate] = df
+                near[candidate] = 1
     if repair_distance(word) > 1:
         for term, df in searcher.terms_with_prefix("text", word[:PREFIX_CHARS], limit=PREFIX_TERMS_MAX):
             if abs(len(term) - len(word)) <= 2:
                 found[term] = df
-    return found
+    return found, near
+
+
+def _near(text: TantivyText, token: str, filters: SearchFilters) -> tuple[dict[str, int], int, dict[str, int]]:
+    found, near = _vocabulary(text, token, filters)
+    return found, MAX_REPAIR_OPTIONS, near
 
 
 def _token_has_postings(text: TantivyText, token: str) -> bool:
@@ -130,9 +137,7 @@ def _term_repairs(text: TantivyText, term: Term, filters: SearchFilters) -> list
         if _token_has_postings(text, token):
             choices.append([token])
             continue
-        ranked = (
-            rank_repairs(token, _vocabulary(text, token, filters), MAX_REPAIR_OPTIONS) if repair_distance(token) else []
-        )
+        ranked = rank_repairs(token, *_near(text, token, filters)) if repair_distance(token) else []
         if not ranked:
             return []
         choices.append(ranked)
