@@ -287,7 +287,10 @@ class Daemon:
         self.server.start()
         self.watcher.start()
         self.service.start()
-        self.service.ready.wait()
+        # Opening the index may re-feed a lost text index first: SIGTERM meanwhile still stops.
+        while not self.service.ready.wait(0.2):
+            if self.stop.is_set():
+                return 0
         notify(f"READY=1\nSTATUS=indexing; socket {self.sock_path}")
         ping_every = watchdog_interval()
         trimmed = time.monotonic()
