@@ -18,8 +18,8 @@ import statistics
 import time
 from pathlib import Path
 
-from piwatchd.api import Api
-from piwatchd.direct import index_once
+from piwatchd.ingest.scan import index_once
+from piwatchd.serve.api import Api
 
 __all__ = ["build", "measure", "main"]
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import msgspec
 
-from piwatchd.status import read_service_state
+from piwatchd.serve.status import read_service_state
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -160,9 +160,9 @@ def pi_message(entry_id: str, parent: str | None, text: str) -> bytes:
 
 def measure_append_latency(db: Path, files: list[dict], n: int, rng: random.Random) -> list[float]:
     """Seconds from an append until a search for its unique word finds it."""
-    from piwatchd.index.query import SearchRequest
-    from piwatchd.index.schema import open_reader
-    from piwatchd.index.search import search
+    from piwatchd.store.schema import open_reader
+    from piwatchd.text.query import SearchRequest
+    from piwatchd.text.search import search
 
     conn = open_reader(db)
     leaf = dict(conn.execute("SELECT session_id, leaf_id FROM sessions"))
@@ -213,9 +213,9 @@ def build_big_session(source: Path, dest: Path, target: int) -> None:
 
 
 def append_cost(tmp: Path, source: Path, repeats: int = 30, engine: str = "tantivy") -> dict:
-    from piwatchd.index.schema import open_writer
-    from piwatchd.index.writer import IndexWriter
-    from piwatchd.ingest import Ingestor
+    from piwatchd.ingest.ingestor import Ingestor
+    from piwatchd.store.schema import open_writer
+    from piwatchd.store.writer import IndexWriter
 
     root = tmp / "appendcost" / "--x--"
     root.mkdir(parents=True)

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from bench.ingest import BIN, OUT, corpus, parse_bytes
-from piwatchd.index.query import SearchRequest
-from piwatchd.index.schema import open_reader
-from piwatchd.index.search import search
+from piwatchd.store.schema import open_reader
+from piwatchd.text.query import SearchRequest
+from piwatchd.text.search import search
 from piwatchd.text.tantivy.index import TantivyText, text_dir
 
 _WORD = re.compile(r"[A-Za-z]{4,}")

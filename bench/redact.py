@@ -11,7 +11,7 @@ generator and cache as bench/ingest.py):
    - detect-secrets' pattern plugins only (entropy plugins off);
    - the same rules with a Python `re` prefilter (one alternation of every
      rule's literal anchors), the obvious pure-Python design;
-   - piwatchd.redact (an RE2 set of per-rule triggers as the prefilter).
+   - piwatchd.model.redact (an RE2 set of per-rule triggers as the prefilter).
 2. ingest: `index --once`-style full ingest of the same corpus with the
    built-in rules vs with none (same process, interleaved on/off runs, fresh
    index each run, `--engine` text index), medians reported; plus the time to
@@ -36,13 +36,13 @@ import time
 from pathlib import Path
 
 from bench.ingest import OUT, REPO, corpus, parse_bytes
-from piwatchd.index.schema import open_writer
-from piwatchd.index.writer import IndexWriter
-from piwatchd.indexer import reconcile
-from piwatchd.project import project_entry
-from piwatchd.redact import BUILTIN_RULES, DEFAULT_RULES, NO_RULES, Rules, find, redact
+from piwatchd.ingest.scan import reconcile
+from piwatchd.model.project import project_entry
+from piwatchd.model.redact import BUILTIN_RULES, DEFAULT_RULES, NO_RULES, Rules, find, redact
 from piwatchd.source.lines import split_complete_lines
 from piwatchd.source.parser import ParserState, parse_lines
+from piwatchd.store.schema import open_writer
+from piwatchd.store.writer import IndexWriter
 from piwatchd.text.engine import DEFAULT_ENGINE
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -166,7 +166,7 @@ class SreAnchors:
 
 
 class Piwatch:
-    name = "piwatchd.redact (RE2 trigger set)"
+    name = "piwatchd.model.redact (RE2 trigger set)"
 
     def __init__(self, rules: Rules = DEFAULT_RULES) -> None:
         self.rules = rules

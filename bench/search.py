@@ -69,7 +69,7 @@ RG = shutil.which("rg", path=str(BIN)) or shutil.which("rg") or "rg"
 
 def fingerprint(sessions: Path, engine: str) -> str:
     """Identity of the corpus files, index schema and engine: any change means the cached index is stale."""
-    from piwatchd.index.schema import SCHEMA_VERSION
+    from piwatchd.store.schema import SCHEMA_VERSION
 
     h = hashlib.sha256(f"schema {SCHEMA_VERSION} {engine}\n".encode())
     for p in sorted(sessions.rglob("*.jsonl")):
@@ -638,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=("tantivy", "fts5"), default="tantivy")
     ap.add_argument("--shape", choices=("few-large", "many-small"), default="many-small")
     ns = ap.parse_args(argv)
-    for module in ("piwatchd.api", "piwatchd.index.search", "piwatchd.ops.read", "piwatchd.ops.trace"):
+    for module in ("piwatchd.serve.api", "piwatchd.text.search", "piwatchd.serve.ops.read", "piwatchd.serve.ops.trace"):
         importlib.import_module(module)  # see revision()
 
     rev = revision()

@@ -7,7 +7,7 @@ Settings come from the environment and an optional TOML file at
     db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
     workspace_roots = ["~/work/monorepo"]   # authorize a caller below one for the whole root
 
-    [redact]                                # see piwatchd.redact.rules_from_config
+    [redact]                                # see piwatchd.model.redact.rules_from_config
     allow = ["AKIAIOSFODNN7EXAMPLE"]
     [[redact.patterns]]
     name = "acme-key"
@@ -28,7 +28,7 @@ from typing import Any
 
 import platformdirs
 
-from .redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
+from .model.redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
 from .text.engine import DEFAULT_ENGINE, ENGINE_NAMES
 
 __all__ = ["Settings", "load_settings", "config_path", "resolve_db", "session_roots"]

@@ -30,8 +30,10 @@ from typing import IO
 from piwatch import wire
 
 from . import memory
-from .inbox import Inbox
-from .indexfile import (
+from .ingest.inbox import Inbox
+from .notify import notify, watchdog_interval
+from .serve.server import ServerLimits
+from .store.indexfile import (
     IndexBusy,
     NotAnIndex,
     hold_lock,
@@ -39,8 +41,6 @@ from .indexfile import (
     open_or_rebuild,
     prepare_index_path,
 )
-from .notify import notify, watchdog_interval
-from .server import ServerLimits
 
 __all__ = ["Daemon", "build_parser", "main", "run"]
 
@@ -177,7 +177,7 @@ class Daemon:
     def _acquire_locks(self) -> bool:
         """One daemon per user (per socket), and one writer per index."""
         from . import __version__
-        from .server import ensure_private_dir
+        from .serve.server import ensure_private_dir
 
         ensure_private_dir(self.instance_path.parent)
         holder = f"pid {os.getpid()}\nversion {__version__}\nstarted {int(self.started)}\n"
@@ -209,11 +209,11 @@ class Daemon:
         return problem
 
     def _build(self, index_problem: str | None) -> None:
-        from .api import Api
-        from .follow import FollowHub
-        from .server import Server
-        from .service import Service, ServiceConfig
-        from .watch import Watcher
+        from .ingest.service import Service, ServiceConfig
+        from .serve.api import Api
+        from .serve.follow import FollowHub
+        from .serve.server import Server
+        from .source.watch import Watcher
 
         self.watcher = Watcher(self.roots, self.inbox)
         self.service = Service(

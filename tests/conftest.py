@@ -85,7 +85,7 @@ def index_dir(short_tmp):
             return p
 
         def index(self) -> dict:
-            from piwatchd.direct import index_once
+            from piwatchd.ingest.scan import index_once
 
             return index_once(self.db, [str(self.root)])
 

@@ -7,6 +7,7 @@ An empty `__init__.py` needs no line; one with code does.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -80,3 +81,157 @@ def test_every_named_module_exists():
             if not any((base / name).is_file() for base in [REPO, *(REPO / f for f in SECTIONS)]):
                 problems.append(f"`{name}` under `## {folder}` does not exist anywhere")
     assert not problems, "ARCHITECTURE.md names modules that are not there:\n" + "\n".join(problems)
+
+
+# -- each module's docstring says what its line says ----------------------------------
+
+_STOP = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "of",
+        "and",
+        "or",
+        "to",
+        "in",
+        "on",
+        "for",
+        "with",
+        "by",
+        "from",
+        "as",
+        "is",
+        "are",
+        "its",
+        "it",
+        "be",
+        "this",
+        "that",
+        "at",
+        "one",
+        "each",
+        "every",
+        "no",
+        "not",
+    }
+)
+_LINE = re.compile(r"^\s*- `([\w./]+\.py)`[^:\n]*:\s*(.*)$", re.M)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z][a-z0-9_]+", text.lower()) if len(w) > 2 and w not in _STOP}
+
+
+def module_lines(folder: str) -> dict[str, str]:
+    """{module: its own line in the section}, for modules that have a line."""
+    return {m.group(1): m.group(2) for m in _LINE.finditer(sections(DOC.read_text()).get(folder, ""))}
+
+
+def test_every_daemon_module_has_a_docstring_that_agrees_with_its_line():
+    """Every non-empty module says what it is in a docstring, and the docstring
+    and the module's line in ARCHITECTURE.md describe the same thing (they
+    share at least two significant words): a module that changed role, or a
+    line copied to the wrong module, fails here."""
+    lines = module_lines("piwatchd/")
+    problems = []
+    for module in sorted(modules("piwatchd/", ".py")):
+        source = (REPO / "piwatchd" / module).read_text()
+        doc = ast.get_docstring(ast.parse(source))
+        if not doc:
+            problems.append(f"piwatchd/{module}: no module docstring (say what the module is for)")
+        elif module in lines and len(_words(doc) & _words(lines[module])) < 2:
+            problems.append(
+                f"piwatchd/{module}: its docstring and its ARCHITECTURE.md line disagree: {lines[module]!r}"
+            )
+    assert not problems, "\n".join(problems)
+
+
+# -- no import cycles -----------------------------------------------------------------
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the piwatchd modules it imports at import time (module level;
+    imports inside functions and under TYPE_CHECKING are deliberate and lazy)."""
+    root = REPO / "piwatchd"
+    mods: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            for n in ast.walk(node):
+                if isinstance(n, ast.ImportFrom):
+                    base = package[: len(package) - n.level + 1] if n.level else []
+                    source = ".".join(base + ([n.module] if n.module else []))
+                    for alias in n.names:
+                        deps.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in mods else source)
+                elif isinstance(n, ast.Import):
+                    deps.update(alias.name for alias in n.names)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_cycles_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_in_the_daemon_package():
+    graph = import_graph()
+    assert graph.get("piwatchd.ingest.service"), "the graph must see imports"
+    found = cycles(graph)
+    assert not found, "import cycles (break them, or import lazily inside the function that needs it):\n" + "\n".join(
+        " -> ".join(c) for c in found
+    )

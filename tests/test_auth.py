@@ -7,8 +7,8 @@ import os
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.auth import ScopeError, git_root, resolve_scope
-from piwatchd.subtree import is_under
+from piwatchd.model.subtree import is_under
+from piwatchd.serve.auth import ScopeError, git_root, resolve_scope
 
 
 @pytest.mark.parametrize(

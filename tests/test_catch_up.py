@@ -14,10 +14,10 @@ import pytest
 from conftest import jsonl, msg, v3_header
 from piwatch.wire import ServiceStatus
 
-from piwatchd.api import Api
-from piwatchd.direct import index_once
-from piwatchd.ops.status import catch_up_warnings
-from piwatchd.server import Server
+from piwatchd.ingest.scan import index_once
+from piwatchd.serve.api import Api
+from piwatchd.serve.ops.status import catch_up_warnings
+from piwatchd.serve.server import Server
 
 BIN = Path(sys.executable).parent
 

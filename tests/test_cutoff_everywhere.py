@@ -163,7 +163,7 @@ def test_status_counts_only_visible_events_and_bytes(world):
 def test_overridden_column(values, rows, want):
     import sqlite3
 
-    from piwatchd.index.query import overridden
+    from piwatchd.text.query import overridden
 
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE sessions (session_id TEXT, last_ms INTEGER)")

@@ -15,10 +15,10 @@ from piwatch.client import Client
 from piwatch.protocol import encode_frame
 from test_daemon import World, write
 
-from piwatchd.api import Api
-from piwatchd.commits import CommitSignal
-from piwatchd.direct import index_once
-from piwatchd.server import Server, ServerLimits
+from piwatchd.ingest.commits import CommitSignal
+from piwatchd.ingest.scan import index_once
+from piwatchd.serve.api import Api
+from piwatchd.serve.server import Server, ServerLimits
 
 pytestmark = pytest.mark.timeout(120)
 

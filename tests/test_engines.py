@@ -21,11 +21,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
 import pitools
 
-from piwatchd.direct import index_once
-from piwatchd.index.query import QueryError, SearchFilters, SearchRequest
-from piwatchd.index.schema import open_reader
-from piwatchd.index.search import search
+from piwatchd.ingest.scan import index_once
+from piwatchd.store.schema import open_reader
 from piwatchd.text.engine import index_engine
+from piwatchd.text.query import QueryError, SearchFilters, SearchRequest
+from piwatchd.text.search import search
 
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(900)]
 
@@ -230,9 +230,9 @@ def test_snippets_mark_the_matched_words(indexes, queries):
 def grown(indexes, tmp_path_factory):
     """The random sessions grown in steps through the append path, so tree
     states change after their documents were written (branches, compactions)."""
-    from piwatchd.index.schema import open_writer
-    from piwatchd.index.writer import IndexWriter
-    from piwatchd.ingest import Ingestor
+    from piwatchd.ingest.ingestor import Ingestor
+    from piwatchd.store.schema import open_writer
+    from piwatchd.store.writer import IndexWriter
 
     fts5 = indexes["fts5"]
     sources = [Path(p) for (p,) in fts5.execute("SELECT path FROM sources WHERE path LIKE '%/random/%' ORDER BY path")]

@@ -22,7 +22,7 @@ from conftest import jsonl, msg, v3_header
 from piwatch.client import Client
 from test_live import FOLDER, live, poll  # noqa: F401 (live: fixture)
 
-from piwatchd.slots import FairSlots
+from piwatchd.serve.slots import FairSlots
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from conftest import copy_fixture, fixture_bytes, fixture_names
 
-from piwatchd.direct import index_once
+from piwatchd.ingest.scan import index_once
 
 V1 = "pi-mono-v1"
 

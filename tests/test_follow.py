@@ -283,8 +283,8 @@ def _hit(n):
 
 
 def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
-    from piwatchd.commits import CommitSignal
-    from piwatchd.follow import ConnectionFollows, FollowHub
+    from piwatchd.ingest.commits import CommitSignal
+    from piwatchd.serve.follow import ConnectionFollows, FollowHub
 
     events = _Events()
     events.rowids = [1, 2, 3]

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from piwatch import wire
 from piwatch.protocol import decode_body, encode_frame
 
-from piwatchd.api import Api
-from piwatchd.direct import index_once
+from piwatchd.ingest.scan import index_once
+from piwatchd.serve.api import Api
 
 DOCUMENTED = set(wire.schema()["errorCodes"]) - {"internal"}
 FIELDS = {op: list(cls.__struct_encode_fields__) for op, cls in wire.ARGS.items()}

@@ -1,11 +1,11 @@
-"""The pure grouping of ranked events into sessions (piwatchd/index/grouping.py)."""
+"""The pure grouping of ranked events into sessions (piwatchd/text/grouping.py)."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.index.grouping import SessionGroup, SessionPager, group_sessions
+from piwatchd.text.grouping import SessionGroup, SessionPager, group_sessions
 
 G = SessionGroup
 

@@ -23,7 +23,7 @@ from conftest import jsonl, msg, v3_header
 from hypothesis import given, strategies as st
 from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
 
-from piwatchd.model import EXCERPT_CHARS, excerpt
+from piwatchd.model.events import EXCERPT_CHARS, excerpt
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -171,7 +171,7 @@ def test_an_unexpected_error_is_recorded_against_its_file(index_dir, monkeypatch
     """The last line of defence: an error no rule foresaw (simulated in the
     projection) marks that file with the byte offset reached; the other files
     are indexed, and the file is retried only when it changes."""
-    import piwatchd.ingest as ingest
+    import piwatchd.ingest.ingestor as ingest
 
     index_dir.write("good.jsonl", session("s-good"))
     bad = index_dir.write("bad.jsonl", session("s-bad") + jsonl(msg("s-bad-b", "s-bad-a", "user", "boom")))

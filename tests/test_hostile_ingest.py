@@ -25,8 +25,8 @@ from piwatch.client import Client
 from piwatch.transports import SocketTransport
 from test_live import FOLDER, Daemon, live, poll, q  # noqa: F401 (live: fixture)
 
-from piwatchd.project import MAX_FRAGMENTS_PER_EVENT
-from piwatchd.relations import MAX_PATHS_PER_EVENT
+from piwatchd.model.project import MAX_FRAGMENTS_PER_EVENT
+from piwatchd.model.relations import MAX_PATHS_PER_EVENT
 from piwatchd.text.tantivy.feed import MAX_REPAY_ATTEMPTS
 from piwatchd.text.tantivy.index import text_dir
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from piwatchd.inbox import Inbox, due_paths
+from piwatchd.ingest.inbox import Inbox, due_paths
 
 
 class Clock:

@@ -24,7 +24,7 @@ import pytest
 from conftest import jsonl, msg, v3_header
 from piwatch.wire import ServiceStatus
 
-from piwatchd.status import read_service_state
+from piwatchd.serve.status import read_service_state
 
 BIN = Path(sys.executable).parent
 PIWATCHD = str(BIN / "piwatchd")
@@ -505,9 +505,9 @@ def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
 
 
 def _text_snapshot(db: Path, manifest: dict):
-    from piwatchd.index.query import SearchRequest
-    from piwatchd.index.schema import open_reader
-    from piwatchd.index.search import search
+    from piwatchd.store.schema import open_reader
+    from piwatchd.text.query import SearchRequest
+    from piwatchd.text.search import search
     from piwatchd.text.tantivy.index import TantivyText, text_dir
 
     conn = open_reader(db)

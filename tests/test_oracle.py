@@ -75,7 +75,7 @@ def _compare(files, states) -> tuple[int, int, list[str]]:
 
 
 def test_selection_state_matches_pi_projection(generated, tmp_path, capsys):
-    from piwatchd.direct import index_once
+    from piwatchd.ingest.scan import index_once
 
     roots, files = generated
     assert len(files) >= 200
@@ -95,8 +95,8 @@ def test_selection_state_matches_pi_projection(generated, tmp_path, capsys):
 def test_incremental_appends_match_pi_projection(generated, tmp_path, capsys, monkeypatch):
     """Grow a copy of every file a few lines at a time; the states after the
     last append must equal Pi's, whatever path each append took."""
-    from piwatchd.direct import index_once
-    from piwatchd.index import tree_store
+    from piwatchd.ingest.scan import index_once
+    from piwatchd.store import tree_store
 
     paths = {"fast": 0, "full": 0}
     real_fast = tree_store._fast_append

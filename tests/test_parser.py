@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import jsonl, msg, v3_header
 
-from piwatchd.model import SourceFormat
+from piwatchd.model.events import SourceFormat
 from piwatchd.source.lines import split_complete_lines
 from piwatchd.source.parser import ParserState, UnsupportedSource, parse_lines, v1_entry_id
 

@@ -11,7 +11,7 @@ from conftest import copy_fixture
 from piwatch.client import Client, LocalTransport
 from piwatch.wire import to_builtins
 
-from piwatchd.direct import index_once
+from piwatchd.ingest.scan import index_once
 
 pitools = pytest.importorskip("pi.pitools")
 

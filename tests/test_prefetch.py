@@ -7,7 +7,7 @@ import threading
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.prefetch import prefetch
+from piwatchd.ingest.prefetch import prefetch
 
 
 @given(st.lists(st.integers(), max_size=50), st.integers(1, 4))

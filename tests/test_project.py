@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.model import Entry
-from piwatchd.project import HEAD_CHARS, MAX_FRAGMENT_CHARS, TAIL_CHARS, bound_text, project_entry
+from piwatchd.model.events import Entry
+from piwatchd.model.project import HEAD_CHARS, MAX_FRAGMENT_CHARS, TAIL_CHARS, bound_text, project_entry
 
 IMG = {"type": "image", "data": "U0VDUkVUSU1BR0U=", "mimeType": "image/png"}
 

@@ -7,14 +7,14 @@ import sqlite3
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piwatchd.index.query import (
+from piwatchd.model.subtree import bounds
+from piwatchd.text.fts5.sql import build_search_sql, fts_expression
+from piwatchd.text.query import (
     QueryError,
     SearchFilters,
     SearchRequest,
     parse_query,
 )
-from piwatchd.subtree import bounds
-from piwatchd.text.fts5.sql import build_search_sql, fts_expression
 
 
 @pytest.fixture(scope="module")

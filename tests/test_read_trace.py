@@ -297,10 +297,10 @@ def _long_session(n: int) -> list[dict]:
 
 
 def test_append_to_long_session_updates_a_bounded_number_of_rows(short_tmp):
-    from piwatchd.index.schema import open_writer
-    from piwatchd.index.tree_store import refresh_states
-    from piwatchd.index.writer import IndexWriter
-    from piwatchd.ingest import Ingestor
+    from piwatchd.ingest.ingestor import Ingestor
+    from piwatchd.store.schema import open_writer
+    from piwatchd.store.tree_store import refresh_states
+    from piwatchd.store.writer import IndexWriter
 
     n = 3000
     path = short_tmp / "long.jsonl"

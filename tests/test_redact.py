@@ -1,4 +1,4 @@
-"""piwatchd.redact (pure): planted secrets go, look-alikes stay, config rules, and the projection's use of it."""
+"""piwatchd.model.redact (pure): planted secrets go, look-alikes stay, config rules, and the projection's use of it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from redact_cases import LOOKALIKES, PLANTED
 
-from piwatchd.model import Entry
-from piwatchd.project import HEAD_CHARS, MAX_FRAGMENT_CHARS, project_entry
-from piwatchd.redact import (
+from piwatchd.model.events import Entry
+from piwatchd.model.project import HEAD_CHARS, MAX_FRAGMENT_CHARS, project_entry
+from piwatchd.model.redact import (
     BUILTIN_RULES,
     DEFAULT_RULES,
     NO_RULES,
@@ -258,8 +258,8 @@ def test_detect_secrets_finds_nothing_we_keep():
 
 
 def test_the_index_gives_back_the_rules_it_was_built_with(tmp_path):
-    from piwatchd.index.redaction import index_rules
-    from piwatchd.index.schema import open_writer
+    from piwatchd.store.redaction import index_rules
+    from piwatchd.store.schema import open_writer
 
     configured = rules_from_config({"allow": ["x1"], "patterns": [{"name": "acme", "regex": "acme_[0-9]{8}"}]})
     for rules in (configured, NO_RULES, DEFAULT_RULES):

@@ -19,7 +19,7 @@ from piwatch.client import RequestFailed
 from redact_cases import LOOKALIKES, PLANTED
 from test_daemon import World, wait_for
 
-from piwatchd.redact import marker, redact
+from piwatchd.model.redact import marker, redact
 
 pitools = pytest.importorskip("pi.pitools")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from piwatchd.backlog import Backlog
-from piwatchd.retries import RETRY_MAX_SECONDS, Retries, retry_delay
+from piwatchd.ingest.backlog import Backlog
+from piwatchd.ingest.retries import RETRY_MAX_SECONDS, Retries, retry_delay
 
 
 @given(st.integers(1, 10_000))

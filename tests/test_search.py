@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import jsonl, msg, v3_header
 
-from piwatchd.ingest import owner_rank
-from piwatchd.project import HEAD_CHARS, MAX_FRAGMENT_CHARS
+from piwatchd.ingest.ingestor import owner_rank
+from piwatchd.model.project import HEAD_CHARS, MAX_FRAGMENT_CHARS
 
 
 def session(sid, cwd, *entries, **hdr):

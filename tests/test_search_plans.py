@@ -7,12 +7,12 @@ import random
 import pytest
 from conftest import jsonl, msg, v3_header
 
-import piwatchd.index.search as search_mod
 import piwatchd.text.fts5.search as plans
-from piwatchd.direct import index_once
-from piwatchd.index.query import SearchFilters, SearchRequest
-from piwatchd.index.schema import open_reader
+import piwatchd.text.search as search_mod
+from piwatchd.ingest.scan import index_once
+from piwatchd.store.schema import open_reader
 from piwatchd.text.fts5.sql import build_search_sql
+from piwatchd.text.query import SearchFilters, SearchRequest
 
 WORDS = ["alpha", "beta", "gamma", "delta", "error", "function", "return", "value", "kraken"]
 

@@ -15,9 +15,9 @@ from conftest import jsonl, msg, v3_header
 from piwatch.client import Client, NotFound, QueryError
 from piwatch.protocol import encode_frame, recv_frame
 
-from piwatchd.api import Api
-from piwatchd.direct import index_once
-from piwatchd.server import Server
+from piwatchd.ingest.scan import index_once
+from piwatchd.serve.api import Api
+from piwatchd.serve.server import Server
 
 
 def write_session(root, folder, sid, cwd, *texts, header_extra=None):

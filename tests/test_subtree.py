@@ -1,4 +1,4 @@
-"""piwatchd.subtree: one rule for "at or under a path on a component boundary",
+"""piwatchd.model.subtree: one rule for "at or under a path on a component boundary",
 the same in Python (auth), SQL (filters) and the text index's ancestor terms."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from hypothesis import given, strategies as st
 
-from piwatchd.subtree import ancestors, is_under, under_sql
+from piwatchd.model.subtree import ancestors, is_under, under_sql
 
 PART = st.sampled_from(["a", "b", "proj", "proj2", "proj-x", "x"])
 PATH = st.lists(PART, min_size=0, max_size=4).map(lambda parts: "/" + "/".join(parts))

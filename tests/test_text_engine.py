@@ -10,13 +10,13 @@ import pytest
 from conftest import jsonl, msg, v3_header
 
 import piwatchd.text.fts5.engine as fts5_engine
-from piwatchd.direct import index_once
-from piwatchd.index.query import SearchRequest
-from piwatchd.index.schema import open_reader, open_writer
-from piwatchd.index.search import search
-from piwatchd.index.writer import IndexWriter
-from piwatchd.indexfile import discard_index
+from piwatchd.ingest.scan import index_once
+from piwatchd.store.indexfile import discard_index
+from piwatchd.store.schema import open_reader, open_writer
+from piwatchd.store.writer import IndexWriter
 from piwatchd.text.engine import DEFAULT_ENGINE, ENGINE_NAMES, engine_named, engine_of, index_engine
+from piwatchd.text.query import SearchRequest
+from piwatchd.text.search import search
 
 
 def test_one_registry_names_every_engine():

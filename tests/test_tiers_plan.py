@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piwatchd.index.identifiers import camel_parts, identifier_parts, split_segment
-from piwatchd.index.query import Term, parse_query
-from piwatchd.index.tiers import (
+from piwatchd.text.identifiers import camel_parts, identifier_parts, split_segment
+from piwatchd.text.query import Term, parse_query
+from piwatchd.text.tiers import (
     STOP_WORDS,
     choose_repair,
     content_terms,
@@ -82,7 +82,7 @@ def test_camel_case_round_trip(words):
 
 @given(st.text(st.characters(max_codepoint=127), max_size=60))
 def test_ascii_kinds_fast_path_is_the_definition(text):
-    from piwatchd.index.identifiers import _ASCII_KINDS, _kind
+    from piwatchd.text.identifiers import _ASCII_KINDS, _kind
 
     assert text.translate(_ASCII_KINDS) == "".join(map(_kind, text))
 

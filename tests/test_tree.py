@@ -1,4 +1,4 @@
-"""The pure tree module: states, neighbours and trace (piwatchd.tree)."""
+"""The pure tree module: states, neighbours and trace (piwatchd.model.tree)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piwatchd.relations import entry_edges, entry_file_evidence, resolve_path
-from piwatchd.tree import (
+from piwatchd.model.relations import entry_edges, entry_file_evidence, resolve_path
+from piwatchd.model.tree import (
     Node,
     Tree,
     abandoned_segment,

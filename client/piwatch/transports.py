@@ -4,7 +4,7 @@ A transport takes one request message (a map) and returns one response map,
 exactly as the socket carries them. `SocketTransport` talks to piwatchd and
 refuses a socket that another user could have planted (its directory must be
 ours and private, as the Pi extension checks). `LocalTransport` runs the
-daemon's own `piwatchd.api.Api` on an index file, read-only: the CLI's
+daemon's own `piwatchd.serve.api.Api` on an index file, read-only: the CLI's
 fallback when piwatchd is not running, with the same authorization. It
 imports `piwatchd` only when constructed, so this package stays usable where
 only the client is installed.
@@ -224,7 +224,7 @@ class LocalTransport:
     """
 
     def __init__(self, db: str | os.PathLike[str]) -> None:
-        from piwatchd.api import Api  # lazy: only the fallback needs the daemon package
+        from piwatchd.serve.api import Api  # lazy: only the fallback needs the daemon package
 
         self.db = Path(db).expanduser()
         if not self.db.is_file():

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..model import Diagnostic
+from ..model.events import Diagnostic
 
 __all__ = ["DecodedLine", "RawLine", "decode_line", "split_complete_lines"]
 

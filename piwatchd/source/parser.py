@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..model import Diagnostic, Entry, Header, SourceFormat, excerpt
+from ..model.events import Diagnostic, Entry, Header, SourceFormat, excerpt
 from .fingerprint import line_fingerprint
 from .lines import RawLine, decode_line
 

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from ..index.hits import Chooser, HitRow
-    from ..index.query import SearchRequest
-    from ..model import Event
+    from ..model.events import Event
+    from .hits import Chooser, HitRow
+    from .query import SearchRequest
 
 __all__ = [
     "TextEngine",

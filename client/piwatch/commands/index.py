@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ._progress import IndexProgress
 
 if TYPE_CHECKING:  # the daemon package is imported lazily, only when indexing
-    from piwatchd.ingest import IngestOutcome
+    from piwatchd.ingest.ingestor import IngestOutcome
 
 __all__ = ["add_parser", "run"]
 
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(ns: argparse.Namespace) -> int:
-    from piwatchd.direct import index_once  # lazy: the daemon package is optional for the client
+    from piwatchd.ingest.scan import index_once  # lazy: the daemon package is optional for the client
 
     stderr = sys.stderr
     missing = [s for s in ns.sessions or () if not os.path.isdir(os.path.expanduser(s))]
@@ -41,7 +41,7 @@ def run(ns: argparse.Namespace) -> int:
         return 2
     mode = "off" if ns.quiet or ns.json else "bar" if stderr.isatty() else "lines"
 
-    from piwatchd.indexfile import IndexBusy, NotAnIndex
+    from piwatchd.store.indexfile import IndexBusy, NotAnIndex
 
     try:
         with IndexProgress(stderr, mode=mode) as view:

@@ -10,10 +10,10 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...index.hits import Chooser
-from ...index.query import SearchRequest
-from ...model import Event
+from ...model.events import Event
 from ..engine import RankedPage, Repaid
+from ..hits import Chooser
+from ..query import SearchRequest
 from . import search
 
 __all__ = ["ENGINE", "Fts5Engine", "Fts5Writer"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ...index.hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
-from ...index.query import SearchFilters, SearchRequest, build_candidates_sql, parse_query, roots_clause
+from ..hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from ..query import SearchFilters, SearchRequest, build_candidates_sql, parse_query, roots_clause
 from .sql import build_search_sql, build_top_fragments_sql, fts_expression
 
 __all__ = ["ranked_page"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...index.query import HIT_COLUMNS, HIT_JOINS, SearchRequest, Term, filter_clauses, parse_query, validate_page
+from ..query import HIT_COLUMNS, HIT_JOINS, SearchRequest, Term, filter_clauses, parse_query, validate_page
 
 __all__ = ["fts_expression", "build_top_fragments_sql", "build_search_sql"]
 

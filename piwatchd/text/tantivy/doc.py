@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ... import subtree
-from ...index.query import OWN_TOOLS, SearchFilters
+from ...model import subtree
+from ..query import OWN_TOOLS, SearchFilters
 
 __all__ = [
     "ANY_PATH",

@@ -11,9 +11,9 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...index.hits import Chooser
-from ...index.query import SearchRequest
 from ..engine import RankedPage
+from ..hits import Chooser
+from ..query import SearchRequest
 from . import search
 from .feed import TextFeed
 from .index import text_dir

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...index.source_events import project_rows
-from ...model import Event, Fragment
+from ...model.events import Event, Fragment
+from ...store.source_events import project_rows
 from ..engine import Repaid
 from .doc import EventFacts, TextDoc
 from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir

@@ -6,7 +6,7 @@ WAND skips most of them (measured 100x faster on common words, see README).
 
 The index lives in a directory beside the SQLite read model
 (`<db>.tantivy/`). It stores no text: snippets re-project the event from its
-source file (`piwatchd.index.source_events`). SQLite's transaction stays the commit
+source file (`piwatchd.store.source_events`). SQLite's transaction stays the commit
 point; this index is derived and re-fed after a crash (`text_debt`).
 
 User text never reaches Tantivy's query parser: queries are built from term,
@@ -29,8 +29,8 @@ import orjson
 import tantivy
 from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
-from ...index.identifiers import camel_parts
-from ...index.query import SearchFilters, Term
+from ..identifiers import camel_parts
+from ..query import SearchFilters, Term
 from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses, forms_value
 
 __all__ = [

@@ -21,12 +21,12 @@ from typing import Any
 
 from tantivy import Query
 
-from ...index.hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
-from ...index.identifiers import split_segment
-from ...index.query import QueryTimeout, SearchRequest, Term, parse_query
-from ...index.source_events import project_rows
-from ...index.tiers import label, partial_plan
-from ...model import Fragment
+from ...model.events import Fragment
+from ...store.source_events import project_rows
+from ..hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from ..identifiers import split_segment
+from ..query import QueryTimeout, SearchRequest, Term, parse_query
+from ..tiers import label, partial_plan
 from .index import TantivyText, text_reader
 from .tiers import Repairs, forms_tokens, matched_words, partial_word_query, repairs, word_query
 
@@ -278,7 +278,7 @@ def ranked_page(
     deadline: float | None = None,
     chooser: Chooser | None = None,
 ) -> tuple[list[HitRow], dict[int, str], list[tuple[str, str]]]:
-    """Rows in the hit layout of `piwatchd.index.search` (offset applied),
+    """Rows in the hit layout of `piwatchd.text.search` (offset applied),
     marked snippet text per fragment rowid of the chosen rows (default: the
     first `limit`), and the repairs made."""
     text = text_reader(conn)

@@ -1,6 +1,6 @@
 """The relaxed tiers on the Tantivy engine: the per-word queries of the forms,
 repaired and partial tiers, the vocabulary lookups that repair a word, and
-the matched/missing words of a hit (rules in `piwatchd.index.tiers`).
+the matched/missing words of a hit (rules in `piwatchd.text.tiers`).
 
 A word matches in the forms tier by its exact form (the exact tier's
 clause) or by its `forms` tokens: the English stems of its parts
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from tantivy import Occur, Query
 
-from ...index.identifiers import camel_parts, identifier_parts
-from ...index.query import SearchFilters, Term
-from ...index.tiers import edits1, idf, rank_repairs, repair_distance
+from ..identifiers import camel_parts, identifier_parts
+from ..query import SearchFilters, Term
+from ..tiers import edits1, idf, rank_repairs, repair_distance
 from .index import FORMS_FIELD, TantivyText
 
 __all__ = ["Repairs", "forms_tokens", "matched_words", "repairs", "word_query", "partial_word_query"]

@@ -1,0 +1,495 @@
+"""Bring one source file's index up to date: observe, classify, read, parse,
+project, write, checkpoint. Used by `piwatch index --once` and by the daemon's
+single ingest thread.
+
+Guarantees: only complete lines are ingested; an append reads only the new
+bytes; a rewrite or replacement rebuilds the session in one transaction
+(readers see the old rows or the new, never a mix); a source that cannot be
+parsed keeps its last good rows and is marked stale; a file is removed only
+when it is really absent.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ..model.events import Diagnostic, Entry, Event, Header, excerpt
+from ..model.project import MAX_FRAGMENTS_PER_EVENT, iso_to_ms, project_entry
+from ..model.redact import DEFAULT_RULES, Rules
+from ..model.relations import MAX_PATHS_PER_EVENT
+from ..source.fingerprint import Window
+from ..source.lines import split_complete_lines
+from ..source.parser import ParseResult, ParserState, UnsupportedSource, parse_lines
+from ..source.reader import MAX_LINE_BYTES, Overlong, observe, open_source, read_chunks
+from ..source.tailer import Change, Checkpoint, Observation, classify
+from ..store.redaction import index_rules
+from ..store.tree_store import TreeBatch
+from ..store.writer import IndexWriter, SourceRecord
+from .prefetch import prefetch
+
+__all__ = ["Ingestor", "IngestOutcome", "owner_rank"]
+
+
+@dataclass(slots=True)
+class IngestOutcome:
+    path: str
+    change: Change
+    session_id: str | None = None
+    events: int = 0
+    bytes_read: int = 0
+    state: str = "ok"
+    error: str | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    more: bool = False  # a slice ended before the file's end: ingest it again to go on
+
+
+# Small enough that a typical session file spans several chunks, so parsing
+# the next chunk overlaps with SQLite writing this one.
+PIPELINE_CHUNK = 512 * 1024
+
+
+def parsed_chunks(
+    chunks: Iterable[tuple[int, bytes] | Overlong], state: ParserState, rules: Rules = DEFAULT_RULES
+) -> Iterator[tuple[Any, ...]]:
+    """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state.
+
+    Yields (offset, bytes, end, result, events); an over-long line's range comes with bytes None.
+    """
+    for item in chunks:
+        if isinstance(item, Overlong):
+            yield item.start, None, item.end, _skipped(item, state), []
+            state = replace(state, overlong_at=None if item.complete else item.line_at)
+            continue
+        offset, data = item
+        lines, end = split_complete_lines(data, offset)
+        result = parse_lines(state, lines)
+        state = result.state
+        events: list[Event] = []
+        if result.entries:
+            assert state.header is not None  # the parser yields entries only after a header
+            result, events = project_contained(state.header.session_id, result, rules)
+        yield offset, data, end, result, events
+
+
+def _skipped(item: Overlong, state: ParserState) -> ParseResult:
+    """The parse result of an over-long line's range: a diagnostic where the line begins."""
+    if state.header is None:
+        # A header is a few hundred bytes; a first line this long is no Pi session.
+        raise UnsupportedSource(f"the first line is longer than {MAX_LINE_BYTES >> 20} MiB: not a Pi session file")
+    after = replace(state, overlong_at=None if item.complete else item.line_at)
+    diagnostics = []
+    if item.start == item.line_at:
+        diagnostics.append(
+            Diagnostic("overlong-line", f"a line longer than {MAX_LINE_BYTES >> 20} MiB skipped unread", item.line_at)
+        )
+    return ParseResult(after, [], diagnostics)
+
+
+def project_contained(
+    session_id: str, result: ParseResult, rules: Rules = DEFAULT_RULES
+) -> tuple[ParseResult, list[Event]]:
+    """Project each entry. One that cannot be projected, or whose metadata
+    cannot be stored, is kept bare (identity and type, no content) and
+    reported at its byte offset: it never blocks the entries after it."""
+    events: list[Event] = []
+    entries: list[Entry] = []
+    diagnostics: list[Diagnostic] = []
+    for entry in result.entries:
+        try:
+            event = project_entry(session_id, entry, rules)
+            orjson.dumps(event.meta)  # what the writer stores; deep nesting fails here
+        except Exception as exc:  # noqa: BLE001 - any projection failure is contained and reported
+            diagnostics.append(
+                Diagnostic(
+                    "unprojectable",
+                    f"entry {excerpt(entry.entry_id)} indexed without its content: {type(exc).__name__}: {excerpt(str(exc))}",
+                    entry.byte_offset,
+                )
+            )
+            entry = replace(entry, data={k: entry.data[k] for k in _BARE_KEYS if k in entry.data})
+            event = project_entry(session_id, entry, rules)
+        if "fragmentsNotIndexed" in event.meta:
+            diagnostics.append(_capped_fragments(entry, event.meta["fragmentsNotIndexed"]))
+        entries.append(entry)
+        events.append(event)
+    if diagnostics:
+        result = replace(result, entries=entries, diagnostics=[*result.diagnostics, *diagnostics])
+    return result, events
+
+
+def _capped_fragments(entry: Entry, left_out: int) -> Diagnostic:
+    return Diagnostic(
+        "capped",
+        f"entry {excerpt(entry.entry_id)}: only its first {MAX_FRAGMENTS_PER_EVENT} fragments are searchable;"
+        f" {left_out} more are shown by read but not indexed",
+        entry.byte_offset,
+    )
+
+
+def _capped_paths(entries: list[Entry]) -> list[Diagnostic]:
+    return [
+        Diagnostic(
+            "capped",
+            f"entry {excerpt(e.entry_id)}: file evidence kept for its first {MAX_PATHS_PER_EVENT} paths only",
+            e.byte_offset,
+        )
+        for e in entries
+    ]
+
+
+# What a bare entry keeps: enough for its place in the tree.
+_BARE_KEYS = ("type", "id", "parentId", "timestamp")
+
+
+class Ingestor:
+    def __init__(
+        self,
+        writer: IndexWriter,
+        *,
+        gone_recheck_delay: float = 0.05,
+        sleep: Callable[[float], None] = time.sleep,
+        may_remove: Callable[[str], bool] | None = None,
+        slice_seconds: float | None = None,
+    ) -> None:
+        self.writer = writer
+        # New bytes are ingested in slices of about this long (None: whole), so one huge
+        # file never holds back the appends of the others.
+        self.slice_seconds = slice_seconds
+        # The rules recorded in the index when it was built (open_writer checked them).
+        self.rules = index_rules(writer.conn)
+        self.gone_recheck_delay = gone_recheck_delay
+        self._sleep = sleep
+        # The live service vetoes removals under a root that is missing or
+        # looks unmounted: an absent file there proves nothing.
+        self._may_remove = may_remove
+
+    # -- entry point ---------------------------------------------------------
+
+    def ingest(self, path: str) -> IngestOutcome:
+        """Bring `path` up to date. A bad file never raises: an unexpected
+        error while handling it is recorded against it with the byte offset
+        reached, and it is retried only when it changes. Errors of the index
+        (SQLite) and of reading (OSError) propagate: they are not the file's
+        fault, and the caller retries."""
+        self._at = 0
+        try:
+            return self._ingest(path)
+        except (sqlite3.Error, OSError, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: recorded against the file
+            return self._contain(path, exc)
+
+    def _contain(self, path: str, exc: Exception) -> IngestOutcome:
+        record = self.writer.source(path)
+        obs = observe(path, record.checkpoint if record else None)
+        error = _ContainedError(
+            f"cannot index from byte {self._at}: {type(exc).__name__}: {excerpt(str(exc))}; "
+            "retried when the file changes"
+        )
+        return self._fail(path, record, obs, classify(record.checkpoint if record else None, obs), error)
+
+    def _ingest(self, path: str) -> IngestOutcome:
+        record = self.writer.source(path)
+        checkpoint = record.checkpoint if record else None
+        obs = observe(path, checkpoint)
+        change = classify(checkpoint, obs)
+        if change is Change.UNCHANGED:
+            if record is not None and record.state == "unreadable":
+                # Readable again (permissions restored, folder back): the
+                # checkpoint still holds, so only the state changes.
+                state = "ok" if record.session_id else "pending"
+                with self.writer.transaction():
+                    self.writer.mark_source(record.source_id, state, None)
+                return IngestOutcome(path, change, record.session_id, state=state)
+            return IngestOutcome(
+                path, change, record.session_id if record else None, state=record.state if record else "ok"
+            )
+        if change is Change.GONE:
+            return self._gone(path, record)
+        if change is Change.UNREADABLE:
+            return self._unreadable(path, record, obs)
+        if record is not None and record.state in ("stale", "unsupported", "duplicate"):
+            failed = self.writer.failed_observation(record.source_id)
+            if failed == (obs.size, obs.mtime_ns):
+                # Same bytes that failed last time: retry only on the next change.
+                return IngestOutcome(path, Change.UNCHANGED, record.session_id, state=record.state, error=record.error)
+        if change is Change.APPENDED and record is not None and record.parser_state is not None:
+            return self._append(path, record, obs)
+        return self._rebuild(path, record, obs, change)
+
+    # -- cases ---------------------------------------------------------------
+
+    def _gone(self, path: str, record: SourceRecord | None) -> IngestOutcome:
+        if record is None:
+            return IngestOutcome(path, Change.GONE, state="gone")
+        # A delete-and-recreate (or a rename over) can show ENOENT for an instant.
+        self._sleep(self.gone_recheck_delay)
+        again = observe(path, record.checkpoint)
+        if again.exists or again.error is not None:
+            return self.ingest(path)
+        if self._may_remove is not None and not self._may_remove(path):
+            error = f"{path} is not visible but its sessions folder is unavailable; keeping its index"
+            with self.writer.transaction():
+                self.writer.mark_source(record.source_id, "unreadable", error)
+            return IngestOutcome(path, Change.UNREADABLE, record.session_id, state="unreadable", error=error)
+        with self.writer.transaction():
+            self.writer.remove_source(record.source_id)
+        return IngestOutcome(path, Change.GONE, record.session_id, state="removed")
+
+    def _unreadable(self, path: str, record: SourceRecord | None, obs: Observation) -> IngestOutcome:
+        error = f"cannot read {path}: {obs.error}"
+        with self.writer.transaction():
+            source_id = record.source_id if record else self.writer.ensure_source(path)
+            self.writer.mark_source(source_id, "unreadable", error)
+        return IngestOutcome(
+            path, Change.UNREADABLE, record.session_id if record else None, state="unreadable", error=error
+        )
+
+    def _fail(
+        self, path: str, record: SourceRecord | None, obs: Observation, change: Change, exc: Exception
+    ) -> IngestOutcome:
+        """Keep the last known-good rows; mark the source so status shows why."""
+        has_good = bool(
+            record is not None
+            and record.session_id
+            and (owner := self.writer.session_owner(record.session_id))
+            and owner[0] == record.source_id
+        )
+        state = "stale" if has_good else "unsupported"
+        with self.writer.transaction():
+            source_id = record.source_id if record else self.writer.ensure_source(path)
+            self.writer.mark_source(source_id, state, str(exc), failed=(obs.size, obs.mtime_ns))
+        return IngestOutcome(path, change, record.session_id if record else None, state=state, error=str(exc))
+
+    def _rebuild(self, path: str, record: SourceRecord | None, obs: Observation, change: Change) -> IngestOutcome:
+        outcome = IngestOutcome(path, change)
+        try:
+            fd = open_source(path)
+        except FileNotFoundError:
+            return self._gone(path, record)
+        except OSError as exc:
+            return self._unreadable(path, record, Observation(True, error=str(exc)))
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (obs.dev, obs.ino):
+                obs = Observation(True, dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns)
+            try:
+                with self.writer.transaction():
+                    self._rebuild_in_transaction(fd, path, record, obs, outcome)
+            except UnsupportedSource as exc:
+                return self._fail(path, record, obs, change, exc)
+            except _DuplicateSession as dup:
+                with self.writer.transaction():
+                    source_id = record.source_id if record else self.writer.ensure_source(path)
+                    self.writer.mark_source(
+                        source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns)
+                    )
+                outcome.state, outcome.error = "duplicate", str(dup)
+        finally:
+            os.close(fd)
+        return outcome
+
+    def _rebuild_in_transaction(
+        self, fd: int, path: str, record: SourceRecord | None, obs: Observation, outcome: IngestOutcome
+    ) -> None:
+        w = self.writer
+        source_id = record.source_id if record else w.ensure_source(path)
+        previous_session = record.session_id if record else None
+        owner = w.session_owner(previous_session) if previous_session else None
+        # Replacing indexed rows: readers must see the old session or the new, so no slices.
+        replacing = bool(previous_session and owner and owner[0] == source_id)
+        if replacing:
+            assert previous_session is not None
+            w.delete_session(previous_session)
+        w.clear_diagnostics(source_id)
+        self._ingest_range(
+            fd, path, source_id, 0, obs, ParserState(), Window(), outcome, full=True, sliced=not replacing
+        )
+
+    def _ingest_range(
+        self,
+        fd: int,
+        path: str,
+        source_id: int,
+        start: int,
+        obs: Observation,
+        state: ParserState,
+        window: Window,
+        outcome: IngestOutcome,
+        *,
+        full: bool,
+        sliced: bool,
+    ) -> None:
+        """Ingest the complete lines of [start, obs.size) and save the
+        checkpoint that proves them, inside the caller's transaction.
+
+        `sliced`: stop after `slice_seconds` at a chunk boundary and say so
+        (`outcome.more`); the checkpoint then proves a prefix, and the next
+        ingest continues from it as an append. Only where no earlier rows
+        are being replaced: a rebuild of a known session stays one transaction.
+        """
+        w = self.writer
+        tree = TreeBatch(w.conn, full=full)
+        reads = read_chunks(fd, start, obs.size, PIPELINE_CHUNK, overlong_at=state.overlong_at)
+        chunks = parsed_chunks(reads, state, self.rules)
+        if obs.size - start > PIPELINE_CHUNK:
+            # Worth a helper thread only when there is a next chunk to parse.
+            chunks = prefetch(chunks)
+        deadline = time.monotonic() + self.slice_seconds if sliced and self.slice_seconds is not None else None
+        consumed = start
+        try:
+            for offset, data, end, result, events in chunks:
+                self._at = offset
+                header_before = state.header
+                state = result.state
+                if header_before is None and state.header is not None:
+                    self._claim_session(source_id, path, state.header)
+                    w.upsert_session(source_id, state.header)
+                if data is None:
+                    window.skip(fd, offset, end)
+                else:
+                    window.feed(data)
+                consumed = end
+                outcome.diagnostics.extend(result.diagnostics)
+                if result.entries:
+                    assert state.header is not None  # the parser yields entries only after a header
+                    outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
+                    tree.add(state.header, result.entries)
+                    outcome.events += len(events)
+                if deadline is not None and time.monotonic() >= deadline and consumed < obs.size:
+                    outcome.more = True
+                    break
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # stops the prefetch thread when the slice ended early
+        self._finish_range(source_id, start, consumed, obs, state, window, tree, outcome)
+
+    def _finish_range(
+        self,
+        source_id: int,
+        start: int,
+        consumed: int,
+        obs: Observation,
+        state: ParserState,
+        window: Window,
+        tree: TreeBatch,
+        outcome: IngestOutcome,
+    ) -> None:
+        w = self.writer
+        if state.header is None and consumed > 0:
+            # Pi writes whole lines, so complete lines without a header are not
+            # a session still being written.
+            raise UnsupportedSource("no Pi session header in the file's complete lines")
+        outcome.diagnostics.extend(_capped_paths(tree.capped))
+        w.record_diagnostics(source_id, outcome.diagnostics)
+        update = tree.finish()
+        if update is not None and update.changed:
+            w.states_changed(update.session_id, update.changed)
+        outcome.bytes_read = consumed - start
+        outcome.session_id = state.header.session_id if state.header else None
+        outcome.state = "ok" if state.header else "pending"
+        # A slice that stopped early records the size it reached, so the next
+        # observation sees the rest as an append.
+        size = consumed if outcome.more else obs.size
+        checkpoint = Checkpoint(obs.dev, obs.ino, size, obs.mtime_ns, consumed, *window.hashes())
+        w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
+
+    def _claim_session(self, source_id: int, path: str, header: Header) -> None:
+        """One rule for the same session id in two files (an archive copy, a manual
+        copy): the file with the oldest header timestamp keeps it, then the smaller
+        path (`owner_rank`), whatever order they were found in. The other is reported
+        as a duplicate and not indexed."""
+        session_id = header.session_id
+        owner = self.writer.session_owner(session_id)
+        if owner is None or owner[0] == source_id:
+            return
+        other_id, other_path = owner
+        try:
+            other = os.stat(other_path)
+        except OSError:  # the owner is gone: this copy takes over
+            self.writer.delete_session(session_id)
+            return
+        if owner_rank(self.writer.session_created(session_id), other_path) <= owner_rank(header.timestamp, path):
+            raise _DuplicateSession(
+                f"session id {excerpt(session_id)} is also in {other_path}, which is kept (older header timestamp,"
+                " or the same and a smaller path); this copy is not indexed"
+            )
+        self.writer.delete_session(session_id)
+        self.writer.mark_source(
+            other_id,
+            "duplicate",
+            f"session id {excerpt(session_id)} is also in {path}, which is kept (older header timestamp,"
+            " or the same and a smaller path); this copy is not indexed",
+            forget_checkpoint=True,
+            failed=(other.st_size, other.st_mtime_ns),
+        )
+
+    def _append(self, path: str, record: SourceRecord, obs: Observation) -> IngestOutcome:
+        cp = record.checkpoint
+        assert cp is not None and record.parser_state is not None
+        outcome = IngestOutcome(path, Change.APPENDED, record.session_id)
+        try:
+            fd = open_source(path)
+        except FileNotFoundError:
+            return self._gone(path, record)
+        except OSError as exc:
+            return self._unreadable(path, record, Observation(True, error=str(exc)))
+        try:
+            # The checkpoint's own ranges, re-read so the new fingerprints are
+            # computed from exactly the bytes that were verified and parsed.
+            window = Window(
+                os.pread(fd, cp.prefix_len, 0),
+                os.pread(fd, cp.tail_len, cp.consumed - cp.tail_len),
+            )
+            try:
+                with self.writer.transaction():
+                    self._ingest_range(
+                        fd,
+                        path,
+                        record.source_id,
+                        cp.consumed,
+                        obs,
+                        record.parser_state,
+                        window,
+                        outcome,
+                        full=False,
+                        sliced=True,
+                    )
+            except UnsupportedSource as exc:
+                return self._fail(path, record, obs, Change.APPENDED, exc)
+            except _DuplicateSession as dup:
+                with self.writer.transaction():
+                    self.writer.mark_source(
+                        record.source_id, "duplicate", str(dup), forget_checkpoint=True, failed=(obs.size, obs.mtime_ns)
+                    )
+                outcome.state, outcome.error = "duplicate", str(dup)
+                return outcome
+        finally:
+            os.close(fd)
+        return outcome
+
+
+def owner_rank(header_timestamp: str | None, path: str) -> tuple[int, float, str]:
+    """Which file owns a session id found in several: the smallest rank. Pure.
+
+    The oldest header timestamp first (the original predates its copies), then the
+    path; a file whose timestamp cannot be read ranks after every dated one.
+    """
+    ms = iso_to_ms(header_timestamp)
+    return (0, ms, path) if ms is not None else (1, 0.0, path)
+
+
+class _DuplicateSession(Exception):
+    pass
+
+
+class _ContainedError(Exception):
+    """An unexpected error while indexing one file, recorded against it."""

@@ -1,0 +1,347 @@
+"""Entry -> event + fragments (pure): the seed's semantic projection table.
+
+What is searchable is decided here and only here. Private reasoning
+(thinking blocks and their signatures), images, `details` payloads (including
+`details.truncation.content`, a duplicate of the visible text), system and
+developer prompts, `partialJson` scratch and unknown custom entries produce no
+searchable text. Control entries (model/thinking changes, labels, usage,
+context edits, custom state) become typed events without fragments.
+
+This is the one projection: indexing bounds each fragment into head/tail,
+`event_read` asks for the full texts (`bounded=False`). Both redact secrets
+(`piwatchd.model.redact`) from the full text first, so no secret reaches the text
+index, a snippet, a stored copy or a read.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from ..source.parser import v1_entry_id
+from .events import ContextRole, Entry, Event, Fragment, FragmentKind
+from .redact import DEFAULT_RULES, Rules, redact
+
+__all__ = [
+    "project_entry",
+    "iso_to_ms",
+    "context_role_of",
+    "bound_text",
+    "normalize_arguments",
+    "MAX_FRAGMENT_CHARS",
+    "MAX_FRAGMENTS_PER_EVENT",
+    "MAX_TOOL_NAMES_PER_EVENT",
+    "HEAD_CHARS",
+    "TAIL_CHARS",
+]
+
+MAX_FRAGMENT_CHARS = 32 * 1024
+HEAD_CHARS = 24 * 1024
+TAIL_CHARS = 8 * 1024
+# One entry may hold thousands of tool calls (a hostile or runaway assistant message). Every
+# fragment's document carries its event's filter values (file evidence included), so an
+# unbounded fragment count makes one entry cost its calls times its paths: quadratic. The
+# index keeps the first fragments; `read` still shows all of them and says which are not searchable.
+MAX_FRAGMENTS_PER_EVENT = 256
+MAX_TOOL_NAMES_PER_EVENT = 64
+
+# \x02/\x03 mark matches in snippets; the source may not contain them.
+_MARKERS = str.maketrans({"\x02": " ", "\x03": " ", "\x00": " "})
+_WHITESPACE = re.compile(r"\s+")
+
+
+def bound_text(text: str) -> tuple[str, str | None, int]:
+    """Keep a bounded head and tail of oversized text: (head, tail or None, full length).
+
+    The tail keeps final errors and status lines searchable.
+    """
+    if "\x02" in text or "\x03" in text or "\x00" in text:
+        text = text.translate(_MARKERS)
+    n = len(text)
+    if n <= MAX_FRAGMENT_CHARS:
+        return text, None, n
+    return text[:HEAD_CHARS], text[n - TAIL_CHARS :], n
+
+
+class _Projection:
+    """Per-entry settings and the redaction tally (kind -> count)."""
+
+    __slots__ = ("bounded", "counts", "rules")
+
+    def __init__(self, rules: Rules, bounded: bool) -> None:
+        self.rules = rules
+        self.bounded = bounded
+        self.counts: dict[str, int] = {}
+
+    def redact(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+        text, counts = redact(text, self.rules)
+        for kind, n in counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+        return text, tuple(sorted(counts.items()))
+
+    def fragment(
+        self,
+        fragment_id: str,
+        kind: FragmentKind,
+        text: str,
+        *,
+        meta: str = "",
+        tool_name: str | None = None,
+        call_id: str | None = None,
+        keep_empty: bool = False,
+    ) -> Fragment | None:
+        """A fragment, or None for blank text unless `keep_empty` (a tool call or
+        result with no text is still evidence, searchable by its meta words).
+
+        Redaction runs on the full text, before bounding: a secret that spans
+        the head/tail cut is still found whole.
+        """
+        if not text or not text.strip():
+            if not keep_empty:
+                return None
+            text = ""
+        text, redactions = self.redact(text)
+        if not self.bounded:
+            return Fragment(fragment_id, kind, text, None, meta, tool_name, call_id, len(text), redactions)
+        head, tail, full = bound_text(text)
+        return Fragment(fragment_id, kind, head, tail, meta, tool_name, call_id, full, redactions)
+
+
+def normalize_arguments(arguments: Any) -> str:
+    """Tool-call arguments as searchable text: `key: value` lines, strings unescaped.
+
+    Deterministic for unchanged arguments (source key order is kept).
+    """
+    if isinstance(arguments, str):
+        return arguments
+    if not isinstance(arguments, dict):
+        return "" if arguments is None else orjson.dumps(arguments).decode()
+    lines = []
+    for key, value in arguments.items():
+        if isinstance(value, str):
+            lines.append(f"{key}: {value}")
+        else:
+            lines.append(f"{key}: {orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()}")
+    return "\n".join(lines)
+
+
+def iso_to_ms(value: Any) -> int | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _text_blocks(content: Any) -> list[tuple[int, str]]:
+    """Visible text blocks as (block index, text); a plain string is block 0."""
+    if isinstance(content, str):
+        return [(0, content)]
+    if not isinstance(content, list):
+        return []
+    out = []
+    for index, block in enumerate(content):
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            out.append((index, block["text"]))
+    return out
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _message_fragments(
+    p: _Projection, msg: dict[str, Any], meta: dict[str, Any]
+) -> tuple[list[Fragment | None], bool, list[str]]:
+    role = msg.get("role")
+    frags: list[Fragment | None] = []
+    is_error = False
+    tools: list[str] = []
+    if role == "user":
+        frags = [p.fragment(f"text.{i}", FragmentKind.USER_TEXT, t) for i, t in _text_blocks(msg.get("content"))]
+    elif role == "assistant":
+        for key in ("provider", "model", "stopReason", "api", "thinkingLevel", "errorMessage"):
+            if _str(msg.get(key)):
+                meta[key] = msg[key]
+        if "errorMessage" in meta:  # provider errors quote request headers and keys
+            meta["errorMessage"] = p.redact(meta["errorMessage"])[0]
+        is_error = msg.get("stopReason") == "error"
+        content = msg.get("content")
+        for index, block in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text" and isinstance(block.get("text"), str):
+                frags.append(p.fragment(f"text.{index}", FragmentKind.ASSISTANT_TEXT, block["text"]))
+            elif btype == "toolCall":
+                name = _str(block.get("name")) or "unknown"
+                tools.append(name)
+                frags.append(
+                    p.fragment(
+                        f"call.{index}",
+                        FragmentKind.TOOL_CALL,
+                        normalize_arguments(block.get("arguments")),
+                        meta=name,
+                        tool_name=name,
+                        call_id=_str(block.get("id")),
+                        keep_empty=True,
+                    )
+                )
+    elif role == "toolResult":
+        name = _str(msg.get("toolName")) or "unknown"
+        tools.append(name)
+        is_error = msg.get("isError") is True
+        meta["toolCallId"] = msg.get("toolCallId")
+        details = msg.get("details")
+        if isinstance(details, dict) and "piwatch" in details:
+            meta["piwatch"] = True  # our own Pi tool's output: searchable, hidden by default
+        text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
+        frags.append(
+            p.fragment(
+                "result",
+                FragmentKind.TOOL_RESULT,
+                text,
+                meta=f"{name} error" if is_error else name,
+                tool_name=name,
+                call_id=_str(msg.get("toolCallId")),
+                keep_empty=True,
+            )
+        )
+    elif role == "bashExecution":
+        exit_code = msg.get("exitCode")
+        meta["exitCode"] = exit_code
+        for key in ("cancelled", "truncated", "excludeFromContext"):
+            if msg.get(key) is True:
+                meta[key] = True
+        is_error = msg.get("cancelled") is True or (isinstance(exit_code, int) and exit_code != 0)
+        command = _str(msg.get("command")) or ""
+        output = _str(msg.get("output")) or ""
+        frags.append(p.fragment("command", FragmentKind.BASH_COMMAND, command, meta="bash"))
+        frags.append(p.fragment("output", FragmentKind.BASH_OUTPUT, output, meta="bash error" if is_error else "bash"))
+    elif role in ("custom", "hookMessage"):
+        custom_type = _str(msg.get("customType")) or ""
+        meta["customType"] = custom_type
+        text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
+        frags.append(p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
+    # system, developer, synthesized summaries and unknown roles: no searchable text.
+    return frags, is_error, tools
+
+
+_CONVERSATION_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage"})
+_CONTROL_TYPES = frozenset({"model_change", "thinking_level_change", "context_edit", "leaf", "active_tools_change"})
+
+
+def context_role_of(entry_type: str, role: str | None) -> ContextRole:
+    if entry_type == "message":
+        return ContextRole.CONVERSATION if role in _CONVERSATION_ROLES else ContextRole.CONTROL
+    if entry_type == "custom_message":
+        return ContextRole.CONVERSATION
+    if entry_type in ("compaction", "branch_summary"):
+        return ContextRole.SUMMARY
+    if entry_type in _CONTROL_TYPES:
+        return ContextRole.CONTROL
+    return ContextRole.METADATA
+
+
+def _capped(p: _Projection, fragments: list[Fragment], meta: dict[str, Any]) -> tuple[Fragment, ...]:
+    """The fragments the index keeps: at most MAX_FRAGMENTS_PER_EVENT, the count of the rest in meta."""
+    if not p.bounded or len(fragments) <= MAX_FRAGMENTS_PER_EVENT:
+        return tuple(fragments)
+    meta["fragmentsNotIndexed"] = len(fragments) - MAX_FRAGMENTS_PER_EVENT
+    return tuple(fragments[:MAX_FRAGMENTS_PER_EVENT])
+
+
+def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
+    """Project one entry into its event. Never raises on odd shapes.
+
+    `bounded=False` keeps each fragment's full text (for `event_read`);
+    `rules` are the redaction rules the index was built with.
+    """
+    p = _Projection(rules, bounded)
+    data = entry.data
+    meta: dict[str, Any] = {}
+    frags: list[Fragment | None] = []
+    role: str | None = None
+    is_error = False
+    tools: list[str] = []
+    etype = entry.type
+    timestamp_ms = iso_to_ms(data.get("timestamp"))
+    if etype == "message":
+        msg = data.get("message")
+        if isinstance(msg, dict):
+            role = _str(msg.get("role"))
+            if timestamp_ms is None:
+                timestamp_ms = iso_to_ms(msg.get("timestamp"))
+            frags, is_error, tools = _message_fragments(p, msg, meta)
+    elif etype == "custom_message":
+        custom_type = _str(data.get("customType")) or ""
+        meta["customType"] = custom_type
+        meta["display"] = data.get("display")
+        text = "\n".join(t for _, t in _text_blocks(data.get("content")))
+        frags.append(p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
+    elif etype == "compaction":
+        frags.append(p.fragment("summary", FragmentKind.SUMMARY_COMPACTION, _str(data.get("summary")) or ""))
+        kept = data.get("firstKeptEntryId")
+        if not isinstance(kept, str) and isinstance(data.get("firstKeptEntryIndex"), int):
+            kept = v1_entry_id(data["firstKeptEntryIndex"])
+        if isinstance(kept, str):
+            meta["firstKeptEntryId"] = kept
+        if isinstance(data.get("tokensBefore"), int):
+            meta["tokensBefore"] = data["tokensBefore"]
+        for key in ("fromHook", "fromExtension"):
+            if data.get(key) is True:
+                meta[key] = True
+    elif etype == "branch_summary":
+        frags.append(p.fragment("summary", FragmentKind.SUMMARY_BRANCH, _str(data.get("summary")) or ""))
+        if isinstance(data.get("fromId"), str):
+            meta["fromId"] = data["fromId"]
+    elif etype == "session_info":
+        name = data.get("name")
+        if isinstance(name, str):
+            normalized = p.redact(_WHITESPACE.sub(" ", name).strip())[0]
+            meta["name"] = normalized
+            frags.append(p.fragment("name", FragmentKind.SESSION_NAME, normalized))
+    elif etype == "label":
+        meta["targetId"] = data.get("targetId")
+        meta["label"] = p.redact(data["label"])[0] if isinstance(data.get("label"), str) else None
+    elif etype == "model_change":
+        meta["provider"] = data.get("provider")
+        meta["modelId"] = data.get("modelId") or data.get("model")
+    elif etype == "thinking_level_change":
+        meta["thinkingLevel"] = data.get("thinkingLevel")
+    elif etype == "context_edit":
+        meta["targetId"] = data.get("targetId")
+        meta["omits"] = data.get("replacement") is None
+    elif etype == "custom":
+        meta["customType"] = data.get("customType")
+    elif etype == "usage":
+        for key in ("kind", "provider", "model"):
+            if _str(data.get(key)):
+                meta[key] = data[key]
+    elif etype == "leaf":
+        meta["targetId"] = data.get("targetId")
+    return Event(
+        session_id=session_id,
+        entry_id=entry.entry_id,
+        parent_id=entry.parent_id,
+        type=etype,
+        role=role,
+        ordinal=entry.ordinal,
+        timestamp_ms=timestamp_ms,
+        byte_offset=entry.byte_offset,
+        byte_len=entry.byte_len,
+        fingerprint=entry.fingerprint,
+        is_error=is_error,
+        tool_names=tuple(dict.fromkeys(tools))[:MAX_TOOL_NAMES_PER_EVENT],
+        meta=meta,
+        fragments=_capped(p, [f for f in frags if f is not None], meta),
+        context_role=context_role_of(etype, role),
+        id_recorded=entry.id_recorded,
+        redactions=tuple(sorted(p.counts.items())),
+    )

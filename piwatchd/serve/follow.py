@@ -1,0 +1,245 @@
+"""Standing queries (`follow`): new hits for a query and filters, pushed as
+their events are committed.
+
+One thread (the hub) wakes on the ingest thread's commit signal, takes the
+events committed since it last looked (events' rowids only grow: AUTOINCREMENT)
+and runs each subscription's search restricted to those events, through the
+api's own search path (same authorization and visibility as `search`). Hits go
+into the subscription's bounded queue; a per-connection pusher thread writes
+them to the socket. The hub never touches a socket, so a slow reader cannot
+hold up the others: when a queue would exceed its bound, that subscription is
+dropped with a `slow_consumer` error and nothing more is queued for it.
+
+Memory: a subscription costs its args and a queue of at most
+`FOLLOW_QUEUE_HITS` hits; a connection with follows costs one pusher thread;
+the hub reads at most `EVENTS_PER_ROUND` new events per search.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from piwatch import wire
+from piwatch.protocol import ErrorCode, ProtocolError
+
+from ..ingest.commits import CommitSignal
+
+__all__ = ["FollowHub", "ConnectionFollows", "Subscription", "EVENTS_PER_ROUND"]
+
+log = logging.getLogger("piwatchd.follow")
+
+EVENTS_PER_ROUND = 500  # new events searched at once (a catch-up commits thousands)
+
+# (subscription, event rowids) -> the subscription's hits among those events.
+Evaluate = Callable[["Subscription", list[int]], list[wire.Hit]]
+# rowid -> up to `limit` event rowids above it, ascending.
+EventsAfter = Callable[[int, int], list[int]]
+
+
+class Subscription:
+    """One follow: what it asks, who asks, and the hits not yet sent."""
+
+    __slots__ = ("after", "args", "conn", "dropped", "id", "queue", "request_id", "scope")
+
+    def __init__(
+        self, sub_id: int, request_id: Any, args: wire.FollowArgs, scope: Any, conn: ConnectionFollows, after: int
+    ) -> None:
+        self.id = sub_id
+        self.request_id = request_id
+        self.args = args
+        self.scope = scope  # the caller's resolved scope (piwatchd.serve.auth.CallerScope)
+        self.conn = conn
+        self.after = after  # only events above this rowid are new to it
+        self.queue: deque[wire.Hit] = deque()
+        self.dropped = False
+
+
+class ConnectionFollows:
+    """A connection's follows and the thread that writes their updates.
+    `send(frame)` writes one frame under the connection's send lock; it may
+    block on a slow reader, which holds up this connection only."""
+
+    def __init__(self, send: Callable[[Any], bool], limit: int = wire.MAX_FOLLOWS_PER_CONNECTION) -> None:
+        self.send = send
+        self.limit = limit
+        self.subs: dict[int, Subscription] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        self._ending: list[tuple[Any, wire.ErrorBody]] = []  # dropped follows' last word
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._push_loop, name="piwatchd-follow-push", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def offer(self, sub: Subscription, hits: list[wire.Hit]) -> bool:
+        """Queue `hits` for `sub`; False when that would pass the bound (the caller drops it)."""
+        with self._cond:
+            if sub.dropped:
+                return True
+            if len(sub.queue) + len(hits) > wire.FOLLOW_QUEUE_HITS:
+                return False
+            sub.queue.extend(hits)
+            self._cond.notify()
+            return True
+
+    def drop(self, sub: Subscription, message: str) -> None:
+        """End `sub` with an error frame (queued hits are discarded: the reader is behind anyway)."""
+        with self._cond:
+            sub.dropped = True
+            sub.queue.clear()
+            self.subs.pop(sub.id, None)
+            self._ending.append((sub.request_id, wire.ErrorBody(code=ErrorCode.SLOW_CONSUMER, message=message)))
+            self._cond.notify()
+
+    def _next(self) -> list[wire.Response] | None:
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                frames = [wire.Response(id=rid, ok=False, error=err) for rid, err in self._ending]
+                self._ending.clear()
+                for sub in list(self.subs.values()):
+                    if sub.queue:
+                        hits = [sub.queue.popleft() for _ in range(min(len(sub.queue), wire.MAX_LIMIT))]
+                        update = wire.FollowUpdate(subscription=sub.id, hits=hits)
+                        frames.append(wire.Response(id=sub.request_id, ok=True, result=update))
+                if frames:
+                    return frames
+                self._cond.wait()
+
+    def _push_loop(self) -> None:
+        while (frames := self._next()) is not None:
+            for frame in frames:
+                if not self.send(frame):
+                    return  # the connection is gone; its thread ends the follows
+
+
+class FollowHub:
+    def __init__(self, commits: CommitSignal, newest_event: Callable[[], int], events_after: EventsAfter) -> None:
+        self.commits = commits
+        self.newest_event = newest_event
+        self.events_after = events_after
+        self.evaluate: Evaluate | None = None  # set by the api that owns the search path
+        self._subs: dict[int, Subscription] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._watermark: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- subscriptions (connection threads) ----------------------------------------------
+
+    def subscribe(self, conn: ConnectionFollows, request_id: Any, args: wire.FollowArgs, scope: Any) -> Subscription:
+        with self._lock:
+            if len(conn.subs) >= conn.limit:
+                raise ProtocolError(
+                    ErrorCode.BUSY, f"at most {conn.limit} follows per connection; unfollow one or open a connection"
+                )
+            # News to this follow: events committed from now on (the hub's watermark may lag
+            # behind a session whose text is not searchable yet; those events are not news here).
+            now = self.newest_event()
+            if self._watermark is None:
+                self._watermark = now
+            sub = Subscription(next(self._ids), request_id, args, scope, conn, now)
+            self._subs[sub.id] = sub
+            conn.subs[sub.id] = sub
+        self._ensure_thread()
+        conn.start()
+        return sub
+
+    def unsubscribe(self, conn: ConnectionFollows, sub_id: int) -> bool:
+        with self._lock:
+            sub = conn.subs.pop(sub_id, None)
+            if sub is None:
+                return False
+            self._subs.pop(sub_id, None)
+            return True
+
+    def end_connection(self, conn: ConnectionFollows) -> None:
+        with self._lock:
+            for sub_id in list(conn.subs):
+                self._subs.pop(sub_id, None)
+            conn.subs.clear()
+        conn.close()
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._subs)
+
+    # -- the hub thread ------------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="piwatchd-follow", daemon=True)
+                self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        seen = self.commits.generation
+        while not self._stop.is_set():
+            generation = self.commits.wait(seen, 1.0)
+            if generation == seen:
+                continue
+            seen = generation
+            try:
+                self.round()
+            except Exception:  # a follow must never take the daemon down; the next commit retries
+                log.exception("follow round failed")
+
+    def round(self) -> None:
+        """Search what was committed since the last round, for every subscription."""
+        with self._lock:
+            if not self._subs or self._watermark is None:
+                self._watermark = None  # nobody listens: the next subscriber starts at its own now
+                return
+            low = self._watermark
+        while True:
+            events = self.events_after(low, EVENTS_PER_ROUND)
+            if not events:
+                return
+            with self._lock:
+                subs = list(self._subs.values())
+            for sub in subs:
+                fresh = [e for e in events if e > sub.after]
+                if fresh and not sub.dropped:
+                    self._offer(sub, fresh)
+            low = events[-1]
+            with self._lock:
+                self._watermark = low
+
+    def _offer(self, sub: Subscription, events: list[int]) -> None:
+        assert self.evaluate is not None
+        try:
+            hits = self.evaluate(sub, events)
+        except ProtocolError as exc:  # the index is being rebuilt, a timeout: this round only
+            log.info("follow %d: %s", sub.id, exc.message)
+            return
+        if not hits:
+            return
+        if not sub.conn.offer(sub, hits):
+            with self._lock:
+                self._subs.pop(sub.id, None)
+            sub.conn.drop(
+                sub,
+                f"follow {sub.id} dropped: the reader fell more than {wire.FOLLOW_QUEUE_HITS} hits behind; "
+                "read updates as they come, or follow a narrower query",
+            )

@@ -1,0 +1,172 @@
+"""What read and trace share: node summaries with small previews, the event
+fields both show, the session's source, and redaction of a whole result.
+
+A node summary carries bounded metadata and a small preview (the read
+model's text, or the fragment re-projected from its verified source line
+when the text engine keeps no text in SQLite), never content.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
+from piwatch import wire
+
+from ...model.redact import REDACTED_REASON, Rules, redact
+from ...store.catalog import session_row
+from ...store.source_events import project_rows
+from ...store.tree_store import DbTreeView
+from ...text.search import iso_time
+from .request import not_found
+
+__all__ = [
+    "SMALL_PREVIEW",
+    "EventFacts",
+    "event_facts",
+    "node_summaries",
+    "node_summary",
+    "redact_result",
+    "redaction_omitted",
+    "source_of",
+]
+
+SMALL_PREVIEW = 160  # neighbours and trace nodes
+W = TypeVar("W", bound=msgspec.Struct)
+
+
+def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | None]:
+    """(source path, recorded cwd) of an indexed session."""
+    row = session_row(conn, session_id)
+    if row is None:
+        raise not_found(f"session {session_id} is not indexed")
+    return row.path, row.cwd
+
+
+class EventFacts(msgspec.Struct, frozen=True):
+    """The event fields a read and its neighbour summaries both show."""
+
+    timestamp: str | None
+    tool_names: list[str]
+    is_error: bool
+    context_role: str
+    branch_state: str
+    selection_state: str
+
+
+def event_facts(row: Mapping[str, Any]) -> EventFacts:
+    """An indexed event row's shared fields (`DbTreeView.row`)."""
+    return EventFacts(
+        timestamp=iso_time(row["tsMs"]),
+        tool_names=row["toolNames"],
+        is_error=row["isError"],
+        context_role=row["contextRole"],
+        branch_state=row["branchState"],
+        selection_state=row["selectionState"],
+    )
+
+
+def _previews(
+    conn: sqlite3.Connection, session_id: str, entry_ids: list[str], limit: int = SMALL_PREVIEW
+) -> dict[str, tuple[str, str]]:
+    """Small previews, {entry id: (text, where from)}, a navigation aid and
+    never canonical content: the first fragment's indexed text, or, when the
+    text engine keeps no text in the read model (Tantivy), the same fragment
+    re-projected from its verified source line. Batched: one query, and one
+    open of the session's file, for all the nodes."""
+    out: dict[str, tuple[str, str]] = {}
+    from_source: dict[int, str] = {}
+    ids = list(dict.fromkeys(entry_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for entry_id, event_rowid, body in conn.execute(
+            "SELECT e.entry_id, e.event_rowid, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
+            " ORDER BY f.frag_rowid LIMIT 1) FROM events e"
+            f" WHERE e.session_id=? AND e.entry_id IN ({','.join('?' * len(chunk))})",
+            (session_id, *chunk),
+        ):
+            if body:
+                out[entry_id] = (_short_preview(body, limit), "index")
+            elif body is None:
+                from_source[event_rowid] = entry_id
+    if from_source:
+        for event_rowid, event in project_rows(conn, list(from_source)).items():
+            text = event.fragments[0].display_text() if event.fragments else ""
+            if text:
+                out[from_source[event_rowid]] = (_short_preview(text, limit), "source")
+    return out
+
+
+def _short_preview(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[str]) -> list[wire.NodeSummary]:
+    """Summaries of the indexed nodes among `entry_ids`, in order (two queries, not two per node)."""
+    rows = [(eid, row) for eid in entry_ids if (row := view.row(eid)) is not None]
+    previews = _previews(conn, view.session_id, [eid for eid, _ in rows])
+    out = []
+    for eid, row in rows:
+        facts = event_facts(row)
+        preview = previews.get(eid)
+        out.append(
+            wire.NodeSummary(
+                session_id=view.session_id,
+                entry_id=eid,
+                type=row["type"],
+                role=row["role"],
+                timestamp=facts.timestamp,
+                tool_names=facts.tool_names,
+                is_error=facts.is_error,
+                context_role=facts.context_role,
+                branch_state=facts.branch_state,
+                selection_state=facts.selection_state,
+                preview=preview[0] if preview else None,
+                preview_source=preview[1] if preview else "index",
+            )
+        )
+    return out
+
+
+def node_summary(conn: sqlite3.Connection, view: DbTreeView, entry_id: str) -> wire.NodeSummary | None:
+    found = node_summaries(conn, view, [entry_id])
+    return found[0] if found else None
+
+
+def redaction_omitted(field_name: str, counts: Mapping[str, int]) -> wire.Omitted:
+    """The entry a read or trace lists under `omitted` for a redacted field: kinds and counts, never values."""
+    return wire.Omitted(field=field_name, kind="redacted", counts=dict(sorted(counts.items())), reason=REDACTED_REASON)
+
+
+def redact_result(result: W, rules: Rules) -> tuple[W, list[wire.Omitted]]:
+    """Redact every string inside a wire result in place (fields by their wire
+    names, dicts, lists), reporting each changed field.
+
+    The last line of defence for read and trace output: whatever a field
+    carries (meta copied from the source, labels, previews), no secret leaves
+    in it. Already-redacted text passes unchanged (markers never match).
+    """
+    notes: list[wire.Omitted] = []
+
+    def walk(value: object, where: str) -> object:
+        if isinstance(value, str):
+            out, counts = redact(value, rules)
+            if counts:
+                notes.append(redaction_omitted(where, counts))
+            return out
+        if isinstance(value, msgspec.Struct):
+            cls = type(value)
+            for attr, name in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True):
+                setattr(value, attr, walk(getattr(value, attr), f"{where}.{name}" if where else name))
+            return value
+        if isinstance(value, dict):
+            return {k: walk(item, f"{where}.{k}" if where else str(k)) for k, item in value.items()}
+        if isinstance(value, list):
+            return [walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    walk(result, "")
+    return result, notes

@@ -1,0 +1,121 @@
+"""What every operation is given and shares: the request's visibility and budget.
+
+An operation is `op(args: wire.<Op>Args, req: OpRequest, ...) -> wire.<Op>Result`.
+`OpRequest` carries the request's one `Visibility`, its deadline, the
+server's request slot and the query time limit; an operation names the
+sessions its answer shows in `req.sessions` (the envelope reports their
+freshness). Errors are `ProtocolError`s: a hidden session or event gets
+exactly the error a missing one gets (`not_found()`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+
+from piwatch import wire
+from piwatch.protocol import ErrorCode, ProtocolError
+
+from ...source.reader import open_source
+from ...text.search import QueryTimeout, time_limit
+from ..visibility import NOT_FOUND_MESSAGE, Visibility
+
+__all__ = [
+    "SHORT_VALUE_CHARS",
+    "OpRequest",
+    "Slot",
+    "bad_request",
+    "file_progress",
+    "no_slot",
+    "not_found",
+    "short",
+]
+
+# slot(deadline, heavy=False): a request slot (the server's are shared fairly between clients;
+# an expensive request takes a heavy one).
+Slot = Callable[..., contextlib.AbstractContextManager[None]]
+SHORT_VALUE_CHARS = 1000  # a recorded name or cwd in a listing; the full value is in the source file
+_TAIL_SCAN_MAX = 8 << 20  # bytes after the indexed end read to find a complete line
+
+
+@contextlib.contextmanager
+def no_slot(deadline: float, heavy: bool = False) -> Iterator[None]:
+    """The slot of a caller with no concurrency limit (the local CLI)."""
+    yield
+
+
+def not_found(message: str = NOT_FOUND_MESSAGE) -> ProtocolError:
+    return ProtocolError(ErrorCode.NOT_FOUND, wire.clip(message))
+
+
+def bad_request(message: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.BAD_REQUEST, wire.clip(message))
+
+
+def short(value: str | None) -> str | None:
+    """A recorded value shown in a listing, cut so one huge header or name
+    (Pi writes what it is given) cannot inflate every answer naming its session."""
+    return value if value is None or len(value) <= SHORT_VALUE_CHARS else wire.clip(value, SHORT_VALUE_CHARS)
+
+
+class OpRequest:
+    """One request as its operation sees it."""
+
+    def __init__(self, vis: Visibility, deadline: float, slot: Slot, query_timeout: float) -> None:
+        self.vis = vis
+        self.deadline = deadline
+        self.slot = slot
+        self.query_timeout = query_timeout
+        self.sessions: list[str] = []  # sessions the answer names, for freshness and warnings
+
+    def remaining(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ProtocolError(ErrorCode.TIMEOUT, "the request used up its time budget")
+        return left
+
+    def query_seconds(self) -> float:
+        """The time one query may take: the query timeout, within the request's budget."""
+        return min(self.query_timeout, self.remaining())
+
+    @contextlib.contextmanager
+    def limited(self, *, slot: bool = True) -> Iterator[None]:
+        """Hold a request slot (unless the caller already holds one) and bound
+        the queries run inside by the time left."""
+        with self.slot(self.deadline) if slot else contextlib.nullcontext():
+            try:
+                with time_limit(self.vis.conn, self.query_seconds()):
+                    yield
+            except QueryTimeout as exc:
+                raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
+
+    def require_event(self, session_id: str, entry_id: str) -> None:
+        """Not found unless the caller may see this event (hidden looks missing)."""
+        if not self.vis.event_visible(session_id, entry_id):
+            raise not_found()
+
+
+def file_progress(path: str, consumed: int) -> tuple[int | None, bool]:
+    """(file size, caught up) for a source indexed up to `consumed` bytes.
+
+    Only complete lines are ever indexed, so a file whose bytes past
+    `consumed` hold no newline (Pi is mid-write of its last line) is caught
+    up: nothing more can be indexed until that line ends.
+    """
+    try:
+        fd = open_source(path)  # regular files only, never blocks (a FIFO named by a caller)
+    except (OSError, ValueError):
+        return None, False
+    try:
+        size = os.fstat(fd).st_size
+        if consumed >= size:
+            return size, True
+        if size - consumed > _TAIL_SCAN_MAX:
+            return size, False
+        return size, b"\n" not in os.pread(fd, size - consumed, consumed)
+    except OSError:
+        return None, False
+    finally:
+        os.close(fd)

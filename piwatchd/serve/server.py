@@ -1,0 +1,452 @@
+"""The Unix-socket server: framing, limits, peer check, handshake, dispatch.
+
+One accept thread; one thread per connection (idle connections cost a thread,
+not a query slot); request execution bounded by a semaphore so a flood of
+slow queries cannot starve ingest or the other clients, shared fairly
+between clients (`piwatchd.serve.slots`: a per-client share, and a smaller pool
+for expensive requests). Every limit is
+checked before the expensive step it protects. A frame must arrive whole
+within `frame_timeout` once its first byte did, and when every connection is
+taken the one idle longest is closed for the newcomer, so slow or idle
+clients can never lock the others out. The request itself is answered by
+`piwatchd.serve.api.Api.handle` (the one request path, shared with the local CLI).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from piwatch import wire
+from piwatch.protocol import (
+    MAX_REQUEST_BYTES,
+    ConnectionClosed,
+    ErrorCode,
+    ProtocolError,
+    recv_frame,
+    send_frame,
+)
+
+from .follow import ConnectionFollows, FollowHub
+from .slots import FairSlots
+
+__all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_pid", "peer_uid", "HandleFn", "HelloFn"]
+
+log = logging.getLogger("piwatchd.server")
+
+# Api.handle(op, args, caller, slot=...) -> wire.Response; Api.hello(args) -> result.
+HandleFn = Callable[..., Any]
+HelloFn = Callable[[Any], Any]
+
+
+class ServerLimits:
+    max_connections = 256
+    max_requests_per_connection = 10_000
+    idle_timeout = 60.0  # seconds a connection may sit between frames
+    frame_timeout = 10.0  # seconds to deliver one whole frame once its first byte arrived
+    concurrent_requests = 8
+    per_client_requests = 4  # of those, at most this many for one client (peer process)
+    heavy_requests = 2  # expensive requests (deep pages, grouping) run at most this many at once
+    heavy_per_client = 1
+    queue_wait = 10.0  # seconds a request waits for a slot before `busy`
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create `path` 0700, or verify an existing one: a real directory, ours,
+    with no group/other bits. An existing directory is never chmod-ed: a
+    shared directory (say /tmp) must not be quietly changed or used."""
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise SystemExit(f"piwatchd: {path} is not a directory (symlink or file); refusing to use it")
+    if st.st_uid != os.getuid():
+        raise SystemExit(f"piwatchd: {path} is owned by uid {st.st_uid}, not {os.getuid()}; refusing to use it")
+    if st.st_mode & 0o077:
+        raise SystemExit(
+            f"piwatchd: {path} is accessible to other users (mode {stat.S_IMODE(st.st_mode):o}); "
+            "use a private directory for the socket (chmod 700, or another PIWATCH_SOCKET)"
+        )
+
+
+def peer_pid(conn: socket.socket) -> int | None:
+    """The connecting process's pid (Linux), or None where the platform cannot say."""
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[0])
+    return None
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The connecting process's uid, or None where the platform cannot say."""
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    if sys.platform == "darwin":
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        uid, gid = ctypes.c_uint32(), ctypes.c_uint32()
+        if libc.getpeereid(conn.fileno(), ctypes.byref(uid), ctypes.byref(gid)) == 0:
+            return uid.value
+    return None
+
+
+class _Conn:
+    """One connection's bookkeeping: who to evict when every slot is taken."""
+
+    __slots__ = ("client", "follows", "in_request", "last_active", "send_lock", "sock", "thread")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        # Whose request slots this connection uses: its peer process (so many connections
+        # of one client share one client's quota), or the connection itself where unknown.
+        pid = peer_pid(sock)
+        self.client: object = ("pid", pid) if pid is not None else ("conn", id(self))
+        self.thread: threading.Thread | None = None
+        self.last_active = time.monotonic()
+        self.in_request = False
+        self.send_lock = threading.Lock()  # replies and pushed follow updates never interleave
+        self.follows: ConnectionFollows | None = None
+
+    def following(self) -> bool:
+        return self.follows is not None and bool(self.follows.subs)
+
+
+class Server:
+    def __init__(
+        self,
+        path: Path,
+        handle: HandleFn,
+        *,
+        hello: HelloFn,
+        limits: ServerLimits | None = None,
+        on_connection_end: Callable[[], None] | None = None,
+        follows: FollowHub | None = None,
+        follow_scope: Callable[[Any, Any], tuple[wire.FollowArgs, Any]] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        # Standing queries: the hub evaluates them; follow_scope validates a follow like any request.
+        self.follows = follows
+        self.follow_scope = follow_scope
+        self.handle = handle
+        self.hello = hello
+        self.limits = limits or ServerLimits()
+        # Per-connection-thread resources (the read-only SQLite connection) are
+        # released here; otherwise every finished client leaves its files open.
+        self.on_connection_end = on_connection_end
+        self._sock: socket.socket | None = None
+        self._inode: int | None = None
+        self._stop = threading.Event()
+        self._accept_thread: threading.Thread | None = None
+        self._conns: dict[threading.Thread, _Conn] = {}
+        self._conn_lock = threading.Lock()
+        lim = self.limits
+        self._slots = FairSlots(
+            lim.concurrent_requests, lim.per_client_requests, lim.heavy_requests, lim.heavy_per_client
+        )
+        self.requests_served = 0
+        self.evicted = 0
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def bind(self) -> None:
+        """Bind the socket. The caller holds the instance lock, so anything at
+        the path is a stale socket of an earlier instance."""
+        ensure_private_dir(self.path.parent)
+        if len(os.fsencode(str(self.path))) >= 104:
+            raise SystemExit(f"piwatchd: socket path {self.path} is too long for AF_UNIX; set PIWATCH_SOCKET")
+        try:
+            st = os.lstat(self.path)
+            if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid():
+                os.unlink(self.path)
+            else:
+                raise SystemExit(f"piwatchd: {self.path} exists and is not our socket; refusing to replace it")
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(str(self.path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        sock.listen(1024)  # a burst of connections waits here, not in EAGAIN
+        sock.settimeout(0.5)  # lets the accept loop notice stop() promptly
+        self._sock = sock
+        self._inode = os.stat(self.path).st_ino
+
+    def is_bound(self) -> bool:
+        """Our socket file is still at the path (not removed, not replaced)."""
+        try:
+            return self._inode is not None and os.stat(self.path).st_ino == self._inode
+        except OSError:
+            return False
+
+    def rebind(self) -> None:
+        """Bind the path again (the socket file was removed, or SIGHUP); the
+        accept loop picks up the new listening socket, the old one is closed."""
+        old = self._sock
+        self.bind()
+        if old is not None:
+            old.close()
+
+    def start(self) -> None:
+        if self._sock is None:
+            self.bind()
+        self._accept_thread = threading.Thread(target=self._accept_loop, name="piwatchd-accept", daemon=True)
+        self._accept_thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._accept_thread:
+            self._accept_thread.join(timeout)
+        if self._sock:
+            self._sock.close()
+        # Unlink only our own socket: a newer instance may have bound the path.
+        try:
+            if self._inode is not None and os.stat(self.path).st_ino == self._inode:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        with self._conn_lock:
+            conns = list(self._conns.values())
+        for c in conns:
+            if not c.in_request:
+                _shutdown(c.sock)  # wake threads blocked in recv
+            if c.follows is not None:
+                c.follows.close()
+        deadline = time.monotonic() + timeout
+        for c in conns:
+            if c.thread is not None:
+                c.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def threads(self) -> list[threading.Thread]:
+        with self._conn_lock:
+            return [t for t in [self._accept_thread, *self._conns] if t is not None]
+
+    # -- connections -------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.05)
+                continue
+            uid = peer_uid(conn)
+            if uid is not None and uid != os.getuid():
+                log.warning("refused a connection from uid %s", uid)
+                conn.close()
+                continue
+            with self._conn_lock:
+                if len(self._conns) >= self.limits.max_connections and not self._evict_idlest():
+                    self._refuse(conn, ErrorCode.BUSY, "too many connections; try again")
+                    continue
+                entry = _Conn(conn)
+                t = threading.Thread(target=self._serve, args=(entry,), name="piwatchd-conn", daemon=True)
+                entry.thread = t
+                self._conns[t] = entry
+            t.start()
+
+    def _evict_idlest(self) -> bool:
+        """Close the connection that has waited longest without a request in
+        flight (idle between frames or trickling one in). Holds _conn_lock."""
+        idle = [c for c in self._conns.values() if not c.in_request and not c.following()]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: c.last_active)
+        _shutdown(victim.sock)
+        if victim.thread is not None:
+            self._conns.pop(victim.thread, None)
+        self.evicted += 1
+        return True
+
+    def _refuse(self, conn: socket.socket, code: str, message: str) -> None:
+        try:
+            conn.settimeout(1.0)
+            send_frame(conn, {"id": None, "ok": False, "error": {"code": code, "message": message}})
+        except OSError:
+            pass
+        conn.close()
+
+    def _serve(self, entry: _Conn) -> None:
+        conn = entry.sock
+        try:
+            self._serve_frames(entry)
+        except Exception:  # never let one connection take the daemon down
+            log.exception("connection handler failed")
+        finally:
+            if entry.follows is not None and self.follows is not None:
+                self.follows.end_connection(entry.follows)
+            with entry.send_lock:
+                conn.close()
+            if self.on_connection_end is not None:
+                try:
+                    self.on_connection_end()
+                except Exception:
+                    log.exception("releasing connection resources failed")
+            with self._conn_lock:
+                self._conns.pop(threading.current_thread(), None)
+
+    def _serve_frames(self, entry: _Conn) -> None:
+        conn = entry.sock
+        greeted = False
+        for _ in range(self.limits.max_requests_per_connection):
+            if self._stop.is_set():
+                return
+            if entry.following() and not self._await_frame(entry):
+                return
+            conn.settimeout(self.limits.idle_timeout)
+            try:
+                message = recv_frame(conn, MAX_REQUEST_BYTES, frame_timeout=self.limits.frame_timeout)
+            except (TimeoutError, ConnectionClosed, ConnectionResetError, OSError):
+                return
+            except ProtocolError as exc:
+                # Too large or undecodable: the stream cannot be resynchronised.
+                self._reply(entry, {"id": None, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+                return
+            entry.last_active = time.monotonic()
+            if not isinstance(message, dict):
+                self._reply(entry, _error(None, ErrorCode.BAD_REQUEST, "a request must be a map"))
+                return
+            req_id = message.get("id")
+            if isinstance(req_id, bool) or not isinstance(req_id, (int, str, type(None))):
+                req_id = None
+            op = message.get("op")
+            if not greeted:
+                if op != "hello":
+                    self._reply(entry, _error(req_id, ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
+                    return
+                greeted = self._hello(entry, req_id, message.get("args"))
+                if not greeted:
+                    return
+                continue
+            if op == "hello":
+                # A client may re-check the version at any time (say, after it
+                # reconnected); a mismatch mid-connection ends it, as at the start.
+                if not self._hello(entry, req_id, message.get("args")):
+                    return
+                continue
+            if op in ("follow", "unfollow") and self.follows is not None:
+                self._reply(entry, self._follow_op(entry, req_id, op, message))
+                continue
+            entry.in_request = True
+            try:
+                response = self._dispatch(req_id, op, message, entry.client)
+            finally:
+                entry.in_request = False
+                entry.last_active = time.monotonic()
+            self._reply(entry, response)
+
+    def _hello(self, entry: _Conn, req_id: Any, args: Any) -> bool:
+        try:
+            result = self.hello(args)
+        except ProtocolError as exc:
+            self._reply(entry, _error(req_id, exc.code, exc.message))
+            return False
+        self._reply(entry, {"id": req_id, "ok": True, "result": result})
+        return True
+
+    def _slot_for(self, client: object) -> Callable[..., Any]:
+        @contextmanager
+        def slot(deadline: float, heavy: bool = False) -> Iterator[None]:
+            """One of the request slots `client` may take (a heavy one for an
+            expensive request), waited for at most until `deadline`."""
+            wait = min(self.limits.queue_wait, deadline - time.monotonic())
+            if wait <= 0 or not self._slots.acquire(client, heavy, wait):
+                raise ProtocolError(ErrorCode.BUSY, "piwatchd is busy; try again")
+            try:
+                yield
+            finally:
+                self._slots.release(client, heavy)
+
+        return slot
+
+    def _dispatch(self, req_id: Any, op: Any, message: dict[str, Any], client: object) -> Any:
+        args = message.get("args")
+        try:
+            response = self.handle(op, {} if args is None else args, message.get("caller"), slot=self._slot_for(client))
+        except Exception as exc:
+            log.exception("op %s failed", op if isinstance(op, str) else "?")
+            return _error(req_id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
+        response.id = req_id
+        self.requests_served += 1
+        return response
+
+    def _reply(self, entry: _Conn, response: Any) -> bool:
+        """Send one frame (a reply, or a pushed follow update); False when the connection is gone."""
+        with entry.send_lock:
+            try:
+                entry.sock.settimeout(self.limits.frame_timeout)
+                send_frame(entry.sock, response)
+                return True
+            except (TimeoutError, OSError):
+                _shutdown(entry.sock)  # a reader that cannot take a frame in time is gone
+                return False
+
+    # -- follow ------------------------------------------------------------------------
+
+    def _await_frame(self, entry: _Conn) -> bool:
+        """With follows open, a connection may stay quiet for as long as it likes
+        (no idle timeout): wait until it sends, closes, or the server stops."""
+        while not self._stop.is_set():
+            try:
+                readable, _, _ = select.select([entry.sock], [], [], 1.0)
+            except (OSError, ValueError):
+                return False
+            if readable:
+                return True
+            if not entry.following():
+                return True
+        return False
+
+    def _follow_op(self, entry: _Conn, req_id: Any, op: str, message: dict[str, Any]) -> Any:
+        assert self.follows is not None and self.follow_scope is not None
+        try:
+            if op == "unfollow":
+                parsed = wire.decode_args(op, message.get("args"))
+                assert isinstance(parsed, wire.UnfollowArgs)
+                stopped = entry.follows is not None and self.follows.unsubscribe(entry.follows, parsed.subscription)
+                result: Any = wire.UnfollowResult(subscription=parsed.subscription, stopped=stopped)
+            else:
+                with self._slot_for(entry.client)(time.monotonic() + self.limits.queue_wait):  # its probe is a request
+                    args, scope = self.follow_scope(message.get("args"), message.get("caller"))
+                if entry.follows is None:
+                    entry.follows = ConnectionFollows(lambda frame: self._reply(entry, frame))
+                sub = self.follows.subscribe(entry.follows, req_id, args, scope)
+                result = wire.FollowResult(subscription=sub.id, max_queued_hits=wire.FOLLOW_QUEUE_HITS)
+        except ProtocolError as exc:
+            return _error(req_id, exc.code, wire.clip(exc.message, 2000))
+        self.requests_served += 1
+        return wire.Response(id=req_id, ok=True, result=result)
+
+
+def _error(req_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {"id": req_id, "ok": False, "error": {"code": code, "message": message}}
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

@@ -1,0 +1,331 @@
+"""One request's visibility, computed once and applied to everything it answers.
+
+A request's caller resolves to a `CallerScope` (authorized roots, the
+caller's own session and cutoff). `Visibility` turns that into answers about
+the sessions and events a response names: which session rows may be shown
+(hits, freshness, warnings, sessions, status counts), which events (read and
+trace nodes, relationship targets) and where the cutoff caps a session. Every
+lookup is by key and cached for the request, so the cost is O(what the
+response names), never O(history). A hidden session or event looks exactly
+like a missing one: the same error, the same shape.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from piwatch import wire
+
+from ..store.catalog import SessionRow, child_sessions, session_rows
+from ..text.search import iso_time
+from .auth import CallerScope
+
+__all__ = ["NOT_FOUND_MESSAGE", "SessionView", "Visibility"]
+
+NOT_FOUND_MESSAGE = "no such event in the sessions this caller may see"
+
+
+class SessionView(NamedTuple):
+    """What a caller may see of a session's recorded facts (all of them, or
+    for a session capped by the cutoff only what its visible events say)."""
+
+    name: str | None
+    first_ms: int | None
+    last_ms: int | None
+    events: int
+
+
+class Visibility:
+    def __init__(self, conn: sqlite3.Connection, scope: CallerScope) -> None:
+        self.conn = conn
+        self.scope = scope
+        self._rows: dict[str, SessionRow | None] = {}
+        self._cutoff_ordinals: dict[str, int | None] = {}
+
+    # -- sessions ----------------------------------------------------------------
+
+    @property
+    def unrestricted(self) -> bool:
+        """Every session and event is visible (the local CLI's `all` without a session)."""
+        return self.scope.roots is None and not self.scope.current_session
+
+    @property
+    def has_cutoff(self) -> bool:
+        return bool(self.scope.current_session and self.scope.cutoff_entry)
+
+    def load(self, session_ids: Iterable[str]) -> None:
+        """Fetch the rows of these sessions in one query (cached)."""
+        missing = {s for s in session_ids if s not in self._rows}
+        if missing:
+            found = session_rows(self.conn, missing)
+            for sid in missing:
+                self._rows[sid] = found.get(sid)
+
+    def refresh(self) -> None:
+        """Forget cached rows (after waiting for ingest, progress has moved)."""
+        self._rows.clear()
+        self._cutoff_ordinals.clear()
+
+    def session(self, session_id: str) -> SessionRow | None:
+        """The session's row if the caller may see the session, else None
+        (exactly as for a missing session)."""
+        self.load((session_id,))
+        row = self._rows.get(session_id)
+        if row is None or not self.scope.allows_cwd(row.cwd_real):
+            return None
+        # The caller's own session is visible only when it names a cutoff.
+        if session_id == self.scope.current_session and not self.scope.cutoff_entry:
+            return None
+        return row
+
+    def sessions(self, session_ids: Iterable[str]) -> dict[str, SessionRow]:
+        ids = list(dict.fromkeys(session_ids))
+        self.load(ids)
+        return {sid: row for sid in ids if (row := self.session(sid)) is not None}
+
+    # -- the invocation cutoff -------------------------------------------------------
+
+    def _cutoff_parents(self) -> tuple[str, ...]:
+        """How a fork of the caller's session records its parent: the id or the file."""
+        own = self.scope.current_session
+        if not own:
+            return ()
+        self.load((own,))
+        row = self._rows.get(own)
+        refs = [own, self.scope.current_file, row.path if row else None]
+        return tuple(r for r in dict.fromkeys(refs) if r)
+
+    def _ordinal_of_cutoff(self, session_id: str) -> int | None:
+        if session_id not in self._cutoff_ordinals:
+            row = self.conn.execute(
+                "SELECT ordinal FROM events WHERE session_id=? AND entry_id=?", (session_id, self.scope.cutoff_entry)
+            ).fetchone()
+            self._cutoff_ordinals[session_id] = row[0] if row else None
+        return self._cutoff_ordinals[session_id]
+
+    def cap(self, session_id: str) -> int | None:
+        """First hidden ordinal of a session (the invoking entry and everything
+        after it, in the caller's session and in forks that copied it), or None."""
+        if not self.has_cutoff:
+            return None
+        if session_id == self.scope.current_session:
+            ordinal = self._ordinal_of_cutoff(session_id)
+            return -1 if ordinal is None else ordinal  # an unknown cutoff hides the whole session
+        row = self.session(session_id)
+        if row is None or row.parent_session not in self._cutoff_parents():
+            return None
+        return self._ordinal_of_cutoff(session_id)
+
+    def session_view(self, session_id: str) -> SessionView | None:
+        """What the caller may see of a session's name, time span and event
+        count: all of it, or for a capped session only what its events before
+        the cap say (the name is the last one set before the cap). None when
+        the session is hidden. A capped session costs one range scan of its
+        visible events."""
+        row = self.session(session_id)
+        if row is None:
+            return None
+        cap = self.cap(session_id)
+        if cap is None:
+            return SessionView(row.name, row.first_ms, row.last_ms, row.entry_count)
+        first, last, count = self.conn.execute(
+            "SELECT min(ts_ms), max(ts_ms), count(*) FROM events WHERE session_id=? AND ordinal < ?", (session_id, cap)
+        ).fetchone()
+        named = self.conn.execute(
+            "SELECT json_extract(meta, '$.name') FROM events"
+            " WHERE session_id=? AND ordinal < ? AND type='session_info' ORDER BY ordinal DESC LIMIT 1",
+            (session_id, cap),
+        ).fetchone()
+        return SessionView((named[0] or None) if named else None, first, last, count)
+
+    def visible_end(self, session_id: str) -> int | None:
+        """Where the caller's view of a capped session's file ends (the byte
+        offset of its first hidden entry), or None when it is not capped or
+        the cutoff entry is not indexed yet (then the caller is waiting for
+        its own file, and may see how far it is indexed)."""
+        cap = self.cap(session_id)
+        if cap is None or cap < 0:
+            return None
+        row = self.conn.execute(
+            "SELECT byte_offset FROM events WHERE session_id=? AND ordinal=?", (session_id, cap)
+        ).fetchone()
+        return row[0] if row else None
+
+    def capped_spans(self) -> dict[str, tuple[int | None, int | None]]:
+        """(first_ms, last_ms) of the caller's visible events of each fork that
+        copied its session (at most `child_sessions`' 50): a listing orders and
+        filters them by these, not by their later activity."""
+        own = self.scope.current_session
+        spans = {}
+        for sid, _ in self.search_caps():
+            if sid != own and (view := self.session_view(sid)) is not None:
+                spans[sid] = (view.first_ms, view.last_ms)
+        return spans
+
+    def describe_listing(self, items: list[wire.SessionItem]) -> None:
+        """A `sessions` page as far as the caller may see it: a session capped
+        by the cutoff (a fork that copied the caller's session) shows the
+        name, time span and event count of its visible events only."""
+        if not self.has_cutoff:
+            return
+        for item in items:
+            if self.cap(item.session_id) is not None and (view := self.session_view(item.session_id)):
+                item.name, item.first_ms, item.last_ms, item.events = (
+                    view.name,
+                    view.first_ms,
+                    view.last_ms,
+                    view.events,
+                )
+
+    def partial_sessions(self) -> tuple[list[str], list[tuple[int, int]]]:
+        """What `status` must leave out of its aggregates, and add back: the
+        sessions the caller may see only in part or not at all (its own
+        session without a cutoff; its session and the forks that copied it,
+        capped by the cutoff), and for each capped one in the caller's roots
+        (visible events, visible bytes: up to the first hidden entry)."""
+        own = self.scope.current_session
+        if not own:
+            return [], []
+        if not self.scope.cutoff_entry:
+            return [own], []
+        excluded, visible = [], []
+        for sid, cap in self.search_caps():
+            excluded.append(sid)
+            if cap < 0 or (view := self.session_view(sid)) is None:
+                continue  # an unknown cutoff hides the whole session; outside the roots it is not counted
+            end = self.visible_end(sid)
+            visible.append((view.events, end or 0))
+        return excluded, visible
+
+    def describe_sessions(self, result: wire.SearchResult) -> None:
+        """Name and time span of each session a search answer names, as far
+        as the caller may see them (a capped session's later name and events
+        are withheld from its hits and its session entry alike)."""
+        grouped = result.sessions or []
+        self.load([*(h.session_id for h in result.hits), *(s.session_id for s in grouped)])
+        if self.has_cutoff:
+            for hit in (*result.hits, *(s.evidence for s in grouped)):
+                if self.cap(hit.session_id) is not None and (view := self.session_view(hit.session_id)):
+                    hit.session_name = view.name
+        for item in grouped:
+            view = self.session_view(item.session_id)
+            if view is not None:
+                item.session_name = view.name
+                item.first_timestamp, item.last_timestamp = iso_time(view.first_ms), iso_time(view.last_ms)
+
+    def search_caps(self) -> tuple[tuple[str, int], ...]:
+        """Every cap a search must apply: the caller's session and its forks."""
+        if not self.has_cutoff:
+            return ()
+        assert self.scope.current_session is not None
+        own_cap = self.cap(self.scope.current_session)
+        caps = [(self.scope.current_session, -1 if own_cap is None else own_cap)]
+        # Forks outside the authorized roots are invisible anyway: look only under them.
+        for child in child_sessions(
+            self.conn, self._cutoff_parents(), exclude=self.scope.current_session, roots=self.scope.roots
+        ):
+            ordinal = self._ordinal_of_cutoff(child)
+            if ordinal is not None:
+                caps.append((child, ordinal))
+        return tuple(caps)
+
+    # -- events ----------------------------------------------------------------------
+
+    def visible_events(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The (session, entry) pairs the caller may see: one query per session."""
+        by_session: dict[str, set[str]] = {}
+        for sid, eid in pairs:
+            by_session.setdefault(sid, set()).add(eid)
+        self.load(by_session)
+        out: set[tuple[str, str]] = set()
+        for sid, eids in by_session.items():
+            if self.session(sid) is None:
+                continue
+            cap = self.cap(sid)
+            ids = sorted(eids)
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                for eid, ordinal in self.conn.execute(
+                    f"SELECT entry_id, ordinal FROM events WHERE session_id=? AND entry_id IN ({','.join('?' * len(chunk))})",
+                    (sid, *chunk),
+                ):
+                    if cap is None or ordinal < cap:
+                        out.add((sid, eid))
+        return out
+
+    def event_visible(self, session_id: str, entry_id: str) -> bool:
+        return (session_id, entry_id) in self.visible_events([(session_id, entry_id)])
+
+    # -- responses ---------------------------------------------------------------------
+
+    def filter_read(self, result: wire.ReadResult) -> wire.ReadResult:
+        """Drop neighbours and fork alternatives the caller may not see."""
+        nb = result.neighbours
+        if nb is None or self.unrestricted:
+            return result
+        sid = result.session_id
+        ids = {n.entry_id for n in (*nb.before, *nb.after)}
+        for alt in nb.alternatives or []:
+            ids.update([alt.at, alt.followed, *alt.alternatives])
+        if nb.stopped_at_fork is not None:
+            ids.update([nb.stopped_at_fork.at, *nb.stopped_at_fork.candidates])
+        seen = {eid for _, eid in self.visible_events((sid, eid) for eid in ids)}
+        nb.before = [n for n in nb.before if n.entry_id in seen]
+        nb.after = [n for n in nb.after if n.entry_id in seen]
+        if nb.alternatives is not None:
+            nb.alternatives = [
+                wire.Alternative(at=a.at, followed=a.followed, alternatives=[x for x in a.alternatives if x in seen])
+                for a in nb.alternatives
+                if a.at in seen and a.followed in seen
+            ]
+        fork = nb.stopped_at_fork
+        if fork is not None:
+            nb.stopped_at_fork = (
+                wire.ForkStop(at=fork.at, candidates=[c for c in fork.candidates if c in seen])
+                if fork.at in seen
+                else None
+            )
+        return result
+
+    def filter_trace(self, result: wire.TraceResult) -> wire.TraceResult:
+        """Drop nodes and relationship targets the caller may not see."""
+        if self.unrestricted:
+            return result
+        sid = result.session_id
+        pairs = {
+            (n.session_id, n.entry_id) for n in (result.node, result.parent, *result.children, *result.siblings) if n
+        }
+        if result.materialized_leaf.entry_id:
+            pairs.add((sid, result.materialized_leaf.entry_id))
+        if result.toward_leaf is not None:
+            pairs.add((sid, result.toward_leaf.entry_id))
+        for rel in result.relationships:
+            if rel.target.entry_id:
+                pairs.add((rel.target.session_id or sid, rel.target.entry_id))
+        seen = self.visible_events(pairs)
+
+        def shown(node: wire.NodeSummary | None) -> wire.NodeSummary | None:
+            return node if node is not None and (node.session_id, node.entry_id) in seen else None
+
+        result.node = shown(result.node)
+        result.parent = shown(result.parent)
+        result.children = [n for n in result.children if shown(n)]
+        result.siblings = [n for n in result.siblings if shown(n)]
+        leaf = result.materialized_leaf
+        if leaf.entry_id and (sid, leaf.entry_id) not in seen:
+            # The materialized leaf lies past the cutoff: it is not known to this caller.
+            result.materialized_leaf = wire.Leaf(entry_id=None, known=False, is_target=False)
+            result.toward_leaf_known = False
+        if result.toward_leaf is not None and (sid, result.toward_leaf.entry_id) not in seen:
+            result.toward_leaf = None
+        result.relationships = [r for r in result.relationships if self._target_visible(r.target, sid, seen)]
+        return result
+
+    def _target_visible(self, target: wire.Target, sid: str, seen: set[tuple[str, str]]) -> bool:
+        if target.entry_id:
+            return (target.session_id or sid, target.entry_id) in seen
+        if target.session_id:
+            return self.session(target.session_id) is not None
+        return True  # a path or a reference recorded in the visible entry itself

@@ -1,0 +1,145 @@
+"""Indexed events re-projected from their source lines.
+
+With the Tantivy engine the read model keeps no fragment text: snippets and
+re-fed documents come from the source file through each event's locator
+(byte offset, length, fingerprint), projected by the same `project_entry`
+that indexing uses. A line whose bytes no longer match its fingerprint is
+skipped: the file was rewritten, and its rebuild re-feeds the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..model.events import Entry, Event
+from ..model.project import project_entry
+from ..model.redact import Rules
+from ..source.lines import RawLine, decode_line
+from ..source.parser import line_fingerprint
+from ..source.reader import open_source
+from .redaction import index_rules
+
+__all__ = ["line_entry", "project_rows", "verified_line"]
+
+
+def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes | None:
+    """The line at [offset, offset+length) without its newline, or None when
+    the bytes there are not the indexed line any more. A read error raises."""
+    data = os.pread(fd, length, offset)
+    line = data[:-1] if data.endswith(b"\n") else data
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if len(data) != length or line_fingerprint(line) != fingerprint:
+        return None
+    return line
+
+
+def line_entry(
+    entry_id: str,
+    parent_id: str | None,
+    etype: str,
+    ordinal: int,
+    offset: int,
+    length: int,
+    fingerprint: str,
+    id_recorded: bool,
+    line: bytes,
+) -> Entry:
+    """The indexed entry rebuilt from its verified source line (`verified_line`),
+    ready for `project_entry`: the one re-projection, for snippets, re-feeds and `read`."""
+    value = decode_line(RawLine(offset, line)).value
+    data = value if isinstance(value, dict) else {}
+    return Entry(entry_id, parent_id, etype, ordinal, offset, length, fingerprint, data, bool(id_recorded))
+
+
+# Re-projecting a hit costs a read, a JSON parse and redaction of the whole
+# entry; searches keep returning the same popular events, so the last few
+# hundred stay here, keyed by the file's identity and state (any write to the
+# file changes its size or mtime) and the redaction rules.
+_CACHE_SIZE = 512
+# Events vary from a few bytes to hundreds of fragments of 32K characters each:
+# the cache is bounded by the characters it holds as well as by its count.
+_CACHE_CHARS = 16 * 1024 * 1024
+_cache: OrderedDict[tuple[Any, ...], tuple[Event, int]] = OrderedDict()
+_cache_chars = 0
+_cache_lock = threading.Lock()
+
+
+def _cached(key: tuple[Any, ...]) -> Event | None:
+    with _cache_lock:
+        item = _cache.get(key)
+        if item is None:
+            return None
+        _cache.move_to_end(key)
+        return item[0]
+
+
+def _chars(event: Event) -> int:
+    return sum(len(f.text) + len(f.tail or "") + len(f.meta) for f in event.fragments) + 256
+
+
+def _remember(key: tuple[Any, ...], event: Event) -> None:
+    global _cache_chars
+    size = _chars(event)
+    if size > _CACHE_CHARS // 8:
+        return  # one huge event would evict everything else
+    with _cache_lock:
+        old = _cache.pop(key, None)
+        if old is not None:
+            _cache_chars -= old[1]
+        _cache[key] = (event, size)
+        _cache_chars += size
+        while len(_cache) > _CACHE_SIZE or _cache_chars > _CACHE_CHARS:
+            _cache_chars -= _cache.popitem(last=False)[1][1]
+
+
+def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int, Event]:
+    """{event rowid: Event} for the rows whose source line still verifies."""
+    by_path: dict[str, list[tuple[Any, ...]]] = {}
+    for row in conn.execute(
+        "SELECT e.event_rowid, e.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"
+        " e.fingerprint, e.id_recorded, src.path FROM events e JOIN sessions s ON s.session_id = e.session_id"
+        " JOIN sources src ON src.source_id = s.source_id"
+        " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
+        (json.dumps(event_rowids),),
+    ):
+        by_path.setdefault(row[10], []).append(row)
+    out: dict[int, Event] = {}
+    rules = index_rules(conn)  # the rules that redacted the indexed text
+    for path, rows in by_path.items():
+        try:
+            fd = open_source(path)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, rules.fingerprint)
+            for row in sorted(rows, key=lambda r: r[6]):
+                try:
+                    event = _project_row(fd, row, state, rules)
+                except OSError:
+                    break  # the file cannot be read now: its rows get no text this time
+                if event is not None:
+                    out[row[0]] = event
+        finally:
+            os.close(fd)
+    return out
+
+
+def _project_row(fd: int, row: tuple[Any, ...], state: tuple[Any, ...], rules: Rules) -> Event | None:
+    _, sid, eid, parent, etype, ordinal, offset, length, fp, id_recorded, _ = row
+    key = (*state, offset, length, fp)
+    event = _cached(key)
+    if event is not None:
+        return event
+    line = verified_line(fd, offset, length, fp)
+    if line is None:
+        return None
+    event = project_entry(sid, line_entry(eid, parent, etype, ordinal, offset, length, fp, id_recorded, line), rules)
+    _remember(key, event)
+    return event

@@ -1,0 +1,406 @@
+"""The index writer: the rows of sources, sessions and events, and the text
+engine's half of each write (`piwatchd.text.engine.TextWriter`).
+
+One `IndexWriter` wraps the single write connection and is used by one
+thread. Callers group work in `transaction()`: the rows a read produced and
+the checkpoint that proves them are committed together, so a crash can never
+leave rows without their checkpoint or the reverse.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ..model.events import Diagnostic, Event, Fragment, Header, excerpt
+from ..source.parser import ParserState
+from ..source.tailer import Checkpoint
+from ..text.engine import Repaid, TextWriter, engine_of
+from .redaction import add_counts
+
+__all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
+
+MAX_DIAGNOSTICS_PER_SOURCE = 200
+
+
+def normalize_cwd(cwd: str | None) -> str | None:
+    """Normalize a recorded cwd for subtree comparison (no filesystem access)."""
+    if not cwd:
+        return None
+    norm = posixpath.normpath(cwd.replace("\\", "/"))
+    return norm if norm != "//" else "/"
+
+
+def canonical_cwd(cwd: str | None) -> str | None:
+    """The recorded cwd with symlinks resolved, when it exists on this machine.
+
+    Authorization compares canonical paths so a symlink cannot smuggle another
+    tree under an authorized root, and a symlinked root still matches.
+    """
+    norm = normalize_cwd(cwd)
+    if norm is None or not norm.startswith("/"):
+        return norm
+    try:
+        return os.path.realpath(norm)
+    except ValueError:  # a NUL in the recorded cwd: no directory can match it
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    source_id: int
+    path: str
+    checkpoint: Checkpoint | None
+    parser_state: ParserState | None
+    session_id: str | None
+    state: str
+    error: str | None
+
+
+def _fragment_row(event_rowid: int, f: Fragment, with_text: bool) -> tuple[Any, ...]:
+    text = (f.text, f.tail, f.meta) if with_text else (None, None, None)
+    return (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, *text, f.full_length)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _event_values(ev: Event) -> tuple[Any, ...]:
+    """An event's columns after (session_id, entry_id, ordinal), as insert and update write them."""
+    return (
+        ev.parent_id,
+        ev.type,
+        ev.role,
+        ",".join(ev.tool_names) or None,
+        ev.timestamp_ms,
+        ev.byte_offset,
+        ev.byte_len,
+        ev.fingerprint,
+        int(ev.is_error),
+        int(ev.id_recorded),
+        ev.context_role.value,
+        orjson.dumps(ev.meta).decode() if ev.meta else None,
+    )
+
+
+class IndexWriter:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # The engine that built this index, and its half of every write.
+        self.engine = engine_of(conn)
+        self.text: TextWriter = self.engine.open_writer(conn)
+
+    def flush_text(self, *, idle: bool = True) -> bool:
+        """Make the text searchable when idle or due; True when something was committed."""
+        return self.text.flush(idle=idle)
+
+    def maintain_text(self) -> bool:
+        """One bounded step of the engine's idle maintenance; True while there is more."""
+        return self.text.maintain()
+
+    def repay_text_debt(self, *, suspect: bool = False) -> Repaid:
+        """Re-feed sessions the text index may lag (after a crash); nothing when the engine keeps none."""
+        return self.text.repay(suspect=suspect)
+
+    def close(self) -> None:
+        self.text.close()
+        self.conn.close()
+
+    def optimize(self) -> None:
+        """Let SQLite refresh its planner statistics (cheap; before closing)."""
+        self.conn.execute("PRAGMA optimize")
+
+    def save_service_state(self, key: str, value: str) -> None:
+        """The live service's progress row (JSON), read by `status` from another process."""
+        self.conn.execute(
+            "INSERT INTO service_state(key, value, updated_ms) VALUES (?,?,?)"
+            " ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ms=excluded.updated_ms",
+            (key, value, int(time.time() * 1000)),
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One atomic unit (never nested: each file commits on its own)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            self.text.ended(committed=False)
+            raise
+        self.conn.execute("COMMIT")
+        self.text.ended(committed=True)
+
+    # -- sources -----------------------------------------------------------
+
+    def source(self, path: str) -> SourceRecord | None:
+        row = self.conn.execute(
+            "SELECT source_id, path, dev, ino, size, mtime_ns, consumed, prefix_len, prefix_hash,"
+            " tail_len, tail_hash, parser_state, session_id, state, error FROM sources WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if row is None:
+            return None
+        checkpoint = None
+        if row[2] is not None:
+            checkpoint = Checkpoint(row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
+        parser_state = ParserState.from_json(orjson.loads(row[11])) if row[11] else None
+        return SourceRecord(row[0], row[1], checkpoint, parser_state, row[12], row[13], row[14])
+
+    def known_paths(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT path FROM sources ORDER BY path")]
+
+    def ensure_source(self, path: str) -> int:
+        self.conn.execute(
+            "INSERT INTO sources(path, state) VALUES (?, 'pending') ON CONFLICT(path) DO NOTHING", (path,)
+        )
+        return int(self.conn.execute("SELECT source_id FROM sources WHERE path = ?", (path,)).fetchone()[0])
+
+    def save_checkpoint(
+        self,
+        source_id: int,
+        checkpoint: Checkpoint,
+        parser_state: ParserState | None,
+        session_id: str | None,
+        bytes_ingested: int,
+    ) -> None:
+        self.conn.execute(
+            "UPDATE sources SET dev=?, ino=?, size=?, mtime_ns=?, consumed=?, prefix_len=?, prefix_hash=?,"
+            " tail_len=?, tail_hash=?, parser_state=?, session_id=?, state='ok', error=NULL,"
+            " failed_size=NULL, failed_mtime_ns=NULL,"
+            " bytes_ingested = bytes_ingested + ?, last_ingest_ms=? WHERE source_id=?",
+            (
+                checkpoint.dev,
+                checkpoint.ino,
+                checkpoint.size,
+                checkpoint.mtime_ns,
+                checkpoint.consumed,
+                checkpoint.prefix_len,
+                checkpoint.prefix_hash,
+                checkpoint.tail_len,
+                checkpoint.tail_hash,
+                orjson.dumps(parser_state.to_json()).decode() if parser_state else None,
+                session_id,
+                bytes_ingested,
+                _now_ms(),
+                source_id,
+            ),
+        )
+
+    def failed_observation(self, source_id: int) -> tuple[int | None, int | None]:
+        row: tuple[int | None, int | None] = self.conn.execute(
+            "SELECT failed_size, failed_mtime_ns FROM sources WHERE source_id=?", (source_id,)
+        ).fetchone()
+        return row
+
+    def mark_source(
+        self,
+        source_id: int,
+        state: str,
+        error: str | None,
+        *,
+        forget_checkpoint: bool = False,
+        failed: tuple[int, int] | None = None,
+    ) -> None:
+        """Record a problem. The session's indexed events are left as they are
+        (the last known-good index) unless the caller removes them."""
+        if failed is not None:
+            self.conn.execute(
+                "UPDATE sources SET failed_size=?, failed_mtime_ns=? WHERE source_id=?", (*failed, source_id)
+            )
+        if forget_checkpoint:
+            self.conn.execute(
+                "UPDATE sources SET state=?, error=?, dev=NULL, ino=NULL, size=NULL, mtime_ns=NULL, consumed=0,"
+                " prefix_len=0, prefix_hash=NULL, tail_len=0, tail_hash=NULL, parser_state=NULL,"
+                " last_ingest_ms=? WHERE source_id=?",
+                (state, error, _now_ms(), source_id),
+            )
+        else:
+            self.conn.execute(
+                "UPDATE sources SET state=?, error=?, last_ingest_ms=? WHERE source_id=?",
+                (state, error, _now_ms(), source_id),
+            )
+
+    def record_diagnostics(self, source_id: int, diagnostics: Iterable[Diagnostic]) -> int:
+        rows = [(source_id, d.byte_offset, d.code, d.message, int(d.repaired), _now_ms()) for d in diagnostics]
+        if not rows:
+            return 0
+        self.conn.execute("UPDATE sources SET diagnostics = diagnostics + ? WHERE source_id=?", (len(rows), source_id))
+        self.conn.executemany(
+            "INSERT INTO diagnostics(source_id, byte_offset, code, message, repaired, observed_ms) VALUES (?,?,?,?,?,?)",
+            rows[-MAX_DIAGNOSTICS_PER_SOURCE:],
+        )
+        # Keep the newest few per source so a noisy file cannot grow the index.
+        self.conn.execute(
+            "DELETE FROM diagnostics WHERE source_id=? AND rowid NOT IN"
+            " (SELECT rowid FROM diagnostics WHERE source_id=? ORDER BY rowid DESC LIMIT ?)",
+            (source_id, source_id, MAX_DIAGNOSTICS_PER_SOURCE),
+        )
+        return len(rows)
+
+    def clear_diagnostics(self, source_id: int) -> None:
+        self.conn.execute("DELETE FROM diagnostics WHERE source_id=?", (source_id,))
+        self.conn.execute("UPDATE sources SET diagnostics = 0 WHERE source_id=?", (source_id,))
+
+    def remove_source(self, source_id: int) -> None:
+        row = self.conn.execute("SELECT session_id FROM sources WHERE source_id=?", (source_id,)).fetchone()
+        if row and row[0]:
+            owner = self.conn.execute("SELECT source_id FROM sessions WHERE session_id=?", (row[0],)).fetchone()
+            if owner and owner[0] == source_id:
+                self.delete_session(row[0])
+        self.conn.execute("DELETE FROM diagnostics WHERE source_id=?", (source_id,))
+        self.conn.execute("DELETE FROM sources WHERE source_id=?", (source_id,))
+
+    # -- sessions ----------------------------------------------------------
+
+    def session_owner(self, session_id: str) -> tuple[int, str] | None:
+        """The source that owns a session id, with its path."""
+        row: tuple[int, str] | None = self.conn.execute(
+            "SELECT s.source_id, src.path FROM sessions s JOIN sources src ON src.source_id = s.source_id"
+            " WHERE s.session_id=?",
+            (session_id,),
+        ).fetchone()
+        return row
+
+    def session_created(self, session_id: str) -> str | None:
+        """The header timestamp of an indexed session, as recorded."""
+        row = self.conn.execute("SELECT created FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        return row[0] if row else None
+
+    def delete_session(self, session_id: str) -> None:
+        self.text.delete_session(session_id)
+        self.conn.execute(
+            "DELETE FROM fragments WHERE event_rowid IN (SELECT event_rowid FROM events WHERE session_id=?)",
+            (session_id,),
+        )
+        self.conn.execute("DELETE FROM events WHERE session_id=?", (session_id,))
+        self.conn.execute("DELETE FROM relationships WHERE session_id=?", (session_id,))
+        self.conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+
+    def upsert_session(self, source_id: int, header: Header) -> None:
+        self.conn.execute(
+            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format, version)"
+            " VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET source_id=excluded.source_id,"
+            " cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real, created=excluded.created,"
+            " parent_session=excluded.parent_session, format=excluded.format, version=excluded.version",
+            (
+                header.session_id,
+                source_id,
+                header.cwd,
+                normalize_cwd(header.cwd),
+                canonical_cwd(header.cwd),
+                header.timestamp,
+                header.parent_session,
+                header.format.value,
+                header.version,
+            ),
+        )
+
+    def insert_events(self, session_id: str, events: Iterable[Event]) -> list[Diagnostic]:
+        """Insert events; a repeated entry id replaces the earlier content but
+        keeps its append position (Pi's `byId` keeps the last occurrence).
+
+        New ids go in with one executemany (a statement per event cost ~40% of a
+        cold index); repeats, rare, are applied after them one by one.
+        """
+        conn = self.conn
+        events = list(events)
+        rowids = self._event_rowids(session_id, [ev.entry_id for ev in events])
+        fresh: list[Event] = []
+        repeats: list[Event] = []
+        for ev in events:
+            (repeats if ev.entry_id in rowids else fresh).append(ev)
+            rowids.setdefault(ev.entry_id, 0)
+        conn.executemany(
+            "INSERT INTO events(session_id, entry_id, ordinal, parent_id, type, role, tool_names, ts_ms,"
+            " byte_offset, byte_len, fingerprint, is_error, id_recorded, context_role, meta)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id, entry_id) DO NOTHING",
+            [(session_id, ev.entry_id, ev.ordinal, *_event_values(ev)) for ev in fresh],
+        )
+        rowids.update(self._event_rowids(session_id, [ev.entry_id for ev in fresh]))
+        fed = [(rowids[ev.entry_id], ev) for ev in fresh]
+        keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
+        self._insert_fragments([_fragment_row(rowid, f, keeps_text) for rowid, ev in fed for f in ev.fragments])
+        diagnostics: list[Diagnostic] = []
+        replaced: list[int] = []
+        for ev in repeats:
+            event_rowid = rowids[ev.entry_id]
+            conn.execute(
+                "UPDATE events SET parent_id=?, type=?, role=?, tool_names=?, ts_ms=?, byte_offset=?, byte_len=?,"
+                " fingerprint=?, is_error=?, id_recorded=?, context_role=?, meta=? WHERE event_rowid=?",
+                (*_event_values(ev), event_rowid),
+            )
+            conn.execute("DELETE FROM fragments WHERE event_rowid=?", (event_rowid,))
+            self._insert_fragments([_fragment_row(event_rowid, f, keeps_text) for f in ev.fragments])
+            replaced.append(event_rowid)
+            fed.append((event_rowid, ev))
+            diagnostics.append(
+                Diagnostic(
+                    "duplicate-id",
+                    f"entry id {excerpt(ev.entry_id)} repeated; the later line's content wins (as in Pi)",
+                    ev.byte_offset,
+                )
+            )
+        self.text.add_events(session_id, fed, replaced)
+        self._update_session(session_id, events, len(fresh))
+        return diagnostics
+
+    def _event_rowids(self, session_id: str, entry_ids: list[str]) -> dict[str, int]:
+        """{entry id: event rowid} of those already indexed in the session."""
+        if not entry_ids:
+            return {}
+        return dict(
+            self.conn.execute(
+                "SELECT entry_id, event_rowid FROM events WHERE session_id=?"
+                " AND entry_id IN (SELECT value FROM json_each(?))",
+                (session_id, orjson.dumps(entry_ids).decode()),
+            ).fetchall()
+        )
+
+    def _update_session(self, session_id: str, events: list[Event], inserted: int) -> None:
+        """The session row's leaf, counts, time span and name after these events."""
+        if not events:
+            return
+        redactions: dict[str, int] = {}
+        name: str | None = None
+        stamps = [ev.timestamp_ms for ev in events if ev.timestamp_ms is not None]
+        first_ms, last_ms = (min(stamps), max(stamps)) if stamps else (None, None)
+        for ev in events:
+            for kind, n in ev.redactions:
+                redactions[kind] = redactions.get(kind, 0) + n
+            if ev.type == "session_info":
+                name = ev.meta.get("name", "")
+        self.conn.execute(
+            "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"
+            " first_ms=min(coalesce(first_ms, ?), coalesce(?, first_ms)),"
+            " last_ms=max(coalesce(last_ms, ?), coalesce(?, last_ms)),"
+            " name=CASE WHEN ? IS NULL THEN name WHEN ? = '' THEN NULL ELSE ? END WHERE session_id=?",
+            (events[-1].entry_id, inserted, first_ms, first_ms, last_ms, last_ms, name, name, name, session_id),
+        )
+        add_counts(self.conn, session_id, redactions)
+
+    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
+        """Branch/selection state of these (earlier) events changed: their
+        text-index documents carry those filter values, so re-feed them."""
+        self.text.states_changed(session_id, entry_ids)
+
+    def _insert_fragments(self, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        # AUTOINCREMENT: the new rows get rowids above every earlier one.
+        before = self.conn.execute("SELECT coalesce(max(frag_rowid), 0) FROM fragments").fetchone()[0]
+        self.conn.executemany(
+            "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
+            " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        self.text.fragments_inserted(before)

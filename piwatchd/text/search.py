@@ -1,0 +1,134 @@
+"""Run a search on a read-only connection, whichever text engine built the
+index: rank fragments, coalesce them into event hits, and build bounded,
+marked snippets for the returned page only.
+
+The engine object that built the index (`piwatchd.text.engine.engine_of`)
+ranks the page: its rows in one layout (`piwatchd.text.hits.page_rows`), raw
+marked snippets and any repairs, rendered here the same way whichever engine ran.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import get_args
+
+from piwatch import wire
+
+from .engine import TextEngine, engine_of
+from .grouping import GROUP_EVENTS_MAX, SessionPager
+from .hits import SNIPPET_MAX_CHARS, HitRow, make_snippet, time_limit
+from .query import QueryTimeout, SearchRequest, validate_page
+
+__all__ = ["search", "make_snippet", "iso_time", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
+
+
+def iso_time(ms: int | None) -> str | None:
+    """A timestamp in ms as the wire's ISO 8601 UTC text."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float | None = 10.0) -> wire.SearchResult:
+    """One page of event hits as the wire's `SearchResult` (without its scope);
+    grouped by session, `hits` is empty and `sessions` holds the page."""
+    validate_page(request)
+    engine = engine_of(conn)
+    deadline = time.monotonic() + timeout if timeout else None
+    if request.group == "session":
+        return _grouped(conn, request, engine, deadline, timeout)
+    need = request.offset + request.limit + 1
+    with time_limit(conn, timeout):
+        rows, snippets, repairs = engine.ranked_page(conn, request, need, deadline, None)
+    shown = rows[: request.limit]
+    return _result(request, _hits(shown, snippets), len(rows) > request.limit, shown, repairs)
+
+
+def _grouped(
+    conn: sqlite3.Connection,
+    request: SearchRequest,
+    engine: TextEngine,
+    deadline: float | None,
+    timeout: float | None,
+) -> wire.SearchResult:
+    """One ranked scan of the best GROUP_EVENTS_MAX events (one more to learn
+    whether more matched), grouped by session; snippets for the evidence only."""
+    pager = SessionPager(request.offset, request.limit)
+    scan = replace(request, offset=0, limit=GROUP_EVENTS_MAX, group="event")
+    with time_limit(conn, timeout):
+        rows, snippets, repairs = engine.ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
+    shown = [rows[g.evidence] for g in pager.page]
+    evidence = _hits(shown, snippets)
+    result = _result(request, [], pager.has_more, shown, repairs)
+    result.sessions = [
+        wire.SessionHit(
+            session_id=g.session_id,
+            session_name=hit.session_name,
+            cwd=hit.cwd,
+            # The session's span is the caller's to see: the api fills it (Visibility.describe_sessions).
+            first_timestamp=None,
+            last_timestamp=None,
+            matching_events=g.matching_events,
+            evidence=hit,
+        )
+        for g, hit in zip(pager.page, evidence, strict=True)
+    ]
+    result.grouped_events = pager.grouped
+    result.grouping_capped = pager.capped
+    return result
+
+
+def _result(
+    request: SearchRequest,
+    hits: list[wire.Hit],
+    has_more: bool,
+    shown: list[HitRow],
+    repairs: list[tuple[str, str]],
+) -> wire.SearchResult:
+    """The page, its repairs ("did you mean") and whether a shown hit is below exact."""
+    return wire.SearchResult(
+        query=request.query,
+        limit=request.limit,
+        offset=request.offset,
+        has_more=has_more,
+        hits=hits,
+        repairs=[wire.Repair(word=w, replacement=r) for w, r in repairs],
+        relaxed=any(r.tier != "exact" for r in shown),
+    )
+
+
+def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[wire.Hit]:
+    hits: list[wire.Hit] = []
+    for r in rows:
+        text, spans = make_snippet(snippets.get(r.frag_rowid, ""))
+        below = r.tier != "exact"
+        hits.append(
+            wire.Hit(
+                session_id=r.session_id,
+                entry_id=r.entry_id,
+                event_type=r.type,
+                role=r.role,
+                timestamp=iso_time(r.ts_ms),
+                cwd=r.cwd,
+                session_name=r.session_name,
+                evidence=wire.Evidence(fragment_id=r.fragment_id, kind=r.kind, tool_name=r.tool_name),
+                matched_fragments=r.matched,
+                score=round(-float(r.score), 6),
+                is_error=bool(r.is_error),
+                context_role=r.context_role,
+                branch_state=r.branch_state,
+                selection_state=r.selection_state,
+                snippet=text,
+                spans=[(a, b) for a, b in spans],
+                tier=_TIERS.get(r.tier, "exact"),
+                matched=list(r.words or ()) if below else None,
+                missing=list(r.missing or ()) if below else None,
+            )
+        )
+    return hits
+
+
+_TIERS: dict[str, wire.Tier] = {t: t for t in get_args(wire.Tier)}
