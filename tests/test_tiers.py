@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from hypothesis import given, settings, strategies as st
 from piwatch.client import Client
 from test_live import PIWATCH, Daemon
 
@@ -221,3 +222,27 @@ def test_cli_shows_dividers_labels_and_did_you_mean(served):
     text = cli("why", "did", "the", "migration", "script", "crash")
     assert "── partial:" in text and "matched 2 of 3 words: migration, script; missing: crash" in text
     assert "no hits" in cli("--exact", "migraton", "script")
+
+
+_WORDS = ["retry", "retried", "retrying", "loop", "loops", "loadSessionCache", "session", "cache", "the", "runs"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_WORDS, "_", "-", ".", " ", "\n"]), max_size=30),
+    st.lists(st.sampled_from(_WORDS + ["load_session", '"the loop"', '"retry loop"']), min_size=1, max_size=4),
+)
+def test_matched_words_fast_path_is_the_analysis(tmp_path_factory, body, query):
+    """The word-by-word search for a partial hit's matched words agrees with
+    analyzing the whole text (the definition)."""
+    from piwatchd.text.query import parse_query
+    from piwatchd.text.tantivy.index import TantivyText
+    from piwatchd.text.tantivy.tiers import _matched_by_analysis, matched_words
+
+    text = _TEXT.get("t") or _TEXT.setdefault("t", TantivyText(tmp_path_factory.mktemp("tt") / "ix", writable=True))
+    joined = "".join(w if w in "_-. \n" else f" {w}" for w in body)
+    terms = parse_query(" ".join(query))
+    assert matched_words(text, terms, [joined]) == _matched_by_analysis(text, terms, joined)
+
+
+_TEXT: dict = {}
