@@ -104,3 +104,38 @@ def index_dir(short_tmp):
 
     Env.root.mkdir(parents=True)
     return Env()
+
+
+@pytest.fixture
+def live():
+    """piwatchd processes on a temp sessions root and index (`helpers.live`)."""
+    from helpers.live import live_env  # here, not at the top: helpers import this module
+
+    yield from live_env()
+
+
+@pytest.fixture
+def world(short_tmp):
+    """piwatchd running on a small world of sessions in two projects (`helpers.world`)."""
+    from helpers.world import world_env
+
+    yield from world_env(short_tmp)
+
+
+# Tests that run piwatchd, the CLI or the real Pi as processes (through these fixtures, or
+# marked `pi`) are `e2e`; they and the tests that build large real indexes are `slow`.
+# `pytest -m "not slow"` is the inner loop (pure and in-process tests, a few seconds);
+# CI runs everything.
+E2E_FIXTURES = frozenset(
+    {"live", "world", "served", "daemon", "vworld", "planted", "pitools", "agent_run", "catching_up", "extension"}
+)
+SLOW_MODULES = frozenset({"test_engines", "test_oracle", "test_pi_generator", "test_progress", "test_search_plans"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        e2e = bool(E2E_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("pi") is not None
+        if e2e:
+            item.add_marker(pytest.mark.e2e)
+        if e2e or item.module.__name__ in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -14,9 +14,9 @@ import socket
 import time
 
 import pytest
+from helpers.live import BASE, poll, search_cli
 from piwatch import wire
 from piwatch.protocol import PROTOCOL_VERSION, encode_frame, recv_frame
-from test_live import BASE, live, poll, search_cli  # noqa: F401 (live: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,6 @@ import subprocess
 
 import pytest
 from piwatch.cli import argument_problem
-from test_daemon import BIN, world  # noqa: F401 (world: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 

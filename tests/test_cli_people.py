@@ -10,10 +10,10 @@ import subprocess
 import time
 
 import pytest
+from helpers.world import BIN, write
 from piwatch import __version__
 from piwatch.commands.status import run_summary
 from piwatch.wire import ServiceStatus
-from test_daemon import BIN, world, write  # noqa: F401 (world: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.live import BASE, poll, search_cli
 from piwatch.client import Client, PiwatchError
 from piwatch.protocol import PROTOCOL_VERSION, encode_frame, recv_frame
-from test_live import BASE, live, poll, search_cli  # noqa: F401 (live: fixture)
 
 pytestmark = pytest.mark.timeout(90)
 

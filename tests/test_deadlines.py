@@ -11,9 +11,9 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.world import World, write
 from piwatch.client import Client
 from piwatch.protocol import encode_frame
-from test_daemon import World, write
 
 from piwatchd.ingest.commits import CommitSignal
 from piwatchd.ingest.scan import index_once

@@ -19,8 +19,8 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import FOLDER, poll
 from piwatch.client import Client
-from test_live import FOLDER, live, poll  # noqa: F401 (live: fixture)
 
 from piwatchd.serve.slots import FairSlots
 

@@ -11,32 +11,12 @@ import time
 
 import psutil
 import pytest
-from conftest import jsonl, msg
+from helpers.world import Appender
 from piwatch import wire
 from piwatch.client import RequestFailed
 from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, recv_frame, send_frame
-from test_daemon import world  # noqa: F401 (world: fixture)
 
 pytestmark = pytest.mark.timeout(240)
-
-
-class Appender:
-    """Appends entries to a session file the way Pi does (whole lines)."""
-
-    def __init__(self, path, sid: str, last: str):
-        self.path, self.sid, self.last, self.n = path, sid, last, 0
-
-    def __call__(self, *texts: str) -> list[str]:
-        ids, lines = [], []
-        for text in texts:
-            self.n += 1
-            eid = f"{self.sid}-f{self.n}"
-            lines.append(msg(eid, self.last, "user", text))
-            self.last = eid
-            ids.append(eid)
-        with open(self.path, "ab") as fh:
-            fh.write(jsonl(*lines))
-        return ids
 
 
 def _collect(follow, into: list, stop: threading.Event):
@@ -217,7 +197,7 @@ def test_cli_search_follow_prints_hits_as_they_arrive(world):
     import signal
     import subprocess
 
-    from test_daemon import BIN
+    from helpers.world import BIN
 
     append = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
     for args, parse in (

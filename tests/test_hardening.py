@@ -20,8 +20,8 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import FOLDER, PIWATCH, poll, q, search_cli
 from hypothesis import given, strategies as st
-from test_live import FOLDER, PIWATCH, live, poll, q, search_cli  # noqa: F401 (live: fixture)
 
 from piwatchd.model.events import EXCERPT_CHARS, excerpt
 

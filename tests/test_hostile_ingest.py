@@ -21,9 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import FOLDER, Daemon, poll, q
 from piwatch.client import Client
 from piwatch.transports import SocketTransport
-from test_live import FOLDER, Daemon, live, poll, q  # noqa: F401 (live: fixture)
 
 from piwatchd.model.project import MAX_FRAGMENTS_PER_EVENT
 from piwatchd.model.relations import MAX_PATHS_PER_EVENT

@@ -12,172 +12,26 @@ import json
 import os
 import random
 import shutil
-import signal
-import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
-from piwatch.wire import ServiceStatus
-
-from piwatchd.serve.status import read_service_state
-
-BIN = Path(sys.executable).parent
-PIWATCHD = str(BIN / "piwatchd")
-PIWATCH = str(BIN / "piwatch")
-FOLDER = "--work-proj--"
-
-
-def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message} (last: {last!r})")
-
-
-class Daemon:
-    def __init__(
-        self,
-        root: Path,
-        db: Path,
-        *,
-        user: int | None = None,
-        scan_interval: float = 60.0,
-        socket: Path | None = None,
-        args: tuple[str, ...] = (),
-    ):
-        self.root, self.db, self.user, self.scan_interval = root, db, user, scan_interval
-        self.args = args
-        self.socket = socket or db.parent / "d.sock"
-        self.proc: subprocess.Popen | None = None
-        self.log = db.parent / "daemon.log"
-
-    def start(self, wait=True):
-        self._log_fh = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [
-                PIWATCHD,
-                "--sessions",
-                str(self.root),
-                "--db",
-                str(self.db),
-                "--settle",
-                "0.05",
-                "--max-latency",
-                "0.3",
-                "--scan-interval",
-                str(self.scan_interval),
-                "--log-level",
-                "debug",
-                "--socket",
-                str(self.socket),
-                *self.args,
-            ],
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
-            user=self.user,
-        )
-        if wait:
-            poll(self.started, 30, message="piwatchd start-up scan to finish")
-        return self
-
-    def state(self) -> ServiceStatus | None:
-        return read_service_state(self.db)
-
-    def started(self):
-        assert self.proc.poll() is None, self.log.read_text()
-        st = self.state()
-        return st is not None and st.pid == self.proc.pid and st.startup_seconds is not None
-
-    def sighup_and_wait_scan(self):
-        before = self.state().scans
-        self.proc.send_signal(signal.SIGHUP)
-        poll(lambda: ((self.state() or ServiceStatus()).scans or 0) > before, 10, message="a reconciliation scan")
-
-    def stop(self) -> int:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            rc = self.proc.wait(20)
-        else:
-            rc = self.proc.returncode if self.proc else 0
-        self._log_fh.close()
-        return rc
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(20)
-        self._log_fh.close()
-
-
-def q(db: Path, sql: str, *args):
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def entry_ids(db: Path, session="s-1"):
-    return [r[0] for r in q(db, "SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", session)]
-
-
-def search_cli(db: Path, *words) -> list[tuple[str, str]]:
-    out = subprocess.run(
-        [PIWATCH, "search", "--db", str(db), "--json", *words], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    return [(h["sessionId"], h["entryId"]) for h in json.loads(out.stdout)["hits"]]
-
-
-@pytest.fixture
-def live():
-    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwl-"))
-    root = base / "sessions"
-    (root / FOLDER).mkdir(parents=True)
-    daemons: list[Daemon] = []
-
-    class Env:
-        pass
-
-    env = Env()
-    env.base, env.root, env.db = base, root, base / "index.sqlite3"
-    env.path = root / FOLDER / "s1.jsonl"
-
-    def daemon(**kw):
-        d = Daemon(root, env.db, **kw)
-        daemons.append(d)
-        return d.start()
-
-    env.daemon = daemon
-    yield env
-    for d in daemons:
-        if d.proc and d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait(10)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-BASE = jsonl(
-    v3_header(),
-    msg("a", None, "user", "alpha walrus"),
-    msg("b", "a", "assistant", [{"type": "text", "text": "beta heron"}]),
+from helpers.live import (
+    BASE,
+    FOLDER,
+    PIWATCH,
+    PIWATCHD,
+    Daemon,
+    entry_ids,
+    line,
+    no_diagnostics,
+    poll,
+    q,
+    search_cli,
 )
-
-
-def line(eid, parent, text):
-    return jsonl(msg(eid, parent, "user", text))
-
-
-def no_diagnostics(db):
-    return q(db, "SELECT code, byte_offset FROM diagnostics") == []
 
 
 @pytest.mark.timeout(60)
@@ -336,9 +190,10 @@ def test_root_removed_and_restored_removes_nothing(live):
     away = live.base / "away"
     live.root.rename(away)
     d.sighup_and_wait_scan()
-    time.sleep(0.5)
+    # The scan that found the root gone has finished (its report is written after its
+    # decisions): whatever it would have removed is removed by now.
+    poll(lambda: d.state().last_scan.roots_unavailable == [str(live.root)], message="the scan's report")
     assert entry_ids(live.db) == ["a", "b"]
-    assert (d.state().last_scan.roots_unavailable) == [str(live.root)]
     away.rename(live.root)
     with open(live.path, "ab") as fh:
         fh.write(line("c", "b", "homecoming crane"))

@@ -15,12 +15,12 @@ import subprocess
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.world import BIN, World, wait_for
 from hypothesis import given, strategies as st
 from piwatch.commands._progress import IndexProgress
 from piwatch.commands.status import format_status
 from piwatch.rates import RateMeter, format_duration, time_left
 from piwatch.wire import BytesStatus, ServiceStatus, StatusResult
-from test_daemon import BIN, World, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -14,10 +14,10 @@ import json
 import re
 
 import pytest
+from helpers.world import World, wait_for
 from piwatch import wire
 from piwatch.client import RequestFailed
 from redact_cases import LOOKALIKES, PLANTED
-from test_daemon import World, wait_for
 
 from piwatchd.model.redact import marker, redact
 

@@ -15,9 +15,9 @@ import json
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import FOLDER, poll, search_cli
 from piwatch import wire
 from piwatch.client import Client
-from test_live import FOLDER, live, poll, search_cli  # noqa: F401 (live: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 

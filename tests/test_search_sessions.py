@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from helpers.world import World
 from piwatch.client import RequestFailed
 from piwatch.wire import GROUP_EVENTS_MAX, to_builtins, to_json
-from test_daemon import World
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
 import pitools

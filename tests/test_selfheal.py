@@ -21,8 +21,8 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import FOLDER, PIWATCH, Daemon, poll, q, search_cli
 from piwatch.client import Client
-from test_live import FOLDER, PIWATCH, Daemon, live, poll, q, search_cli  # noqa: F401 (live: fixture)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 from conftest import jsonl, msg, v3_header
-from test_live import FOLDER, PIWATCH, live, poll, search_cli  # noqa: F401 (live: fixture)
+from helpers.live import FOLDER, PIWATCH, poll, search_cli
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -118,7 +118,7 @@ def daemon():
     import tempfile
     from pathlib import Path
 
-    from test_live import Daemon
+    from helpers.live import Daemon
 
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwt-"))
     (base / "sessions" / FOLDER).mkdir(parents=True)

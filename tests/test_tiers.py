@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import PIWATCH, Daemon
 from hypothesis import given, settings, strategies as st
 from piwatch.client import Client
-from test_live import PIWATCH, Daemon
 
 TEXTS = {
     "retry": "the upload retried twice, then the retry loop gave up",

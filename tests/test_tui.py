@@ -14,7 +14,6 @@ import time
 import pytest
 from conftest import jsonl, msg, v3_header
 from piwatch.tui_model import Latest, ScreenState, marked_segments, parse_line, search_request
-from test_daemon import world  # noqa: F401 (world: fixture)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -231,7 +230,7 @@ def test_copy_paging_and_the_entry_line(world, tmp_path):
 
 
 def test_a_pinned_query_shows_new_matches_live(world):
-    from test_follow import Appender
+    from helpers.world import Appender
 
     append = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
     theirs = Appender(world.root / "c" / "s-prefix.jsonl", "s-prefix", "s-prefix-e0")

@@ -17,9 +17,9 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.world import World, wait_for, write
 from piwatch.client import Client, RequestFailed
 from piwatch.wire import to_builtins, to_json
-from test_daemon import World, wait_for, write
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -181,7 +181,15 @@ def test_caller_named_files_outside_the_session_roots_are_never_indexed(vworld):
         caller = {**mine(vworld), "sessionId": "s-outside", "sessionFile": str(path), "cutoffEntryId": "zz"}
         with vworld.client(caller) as c:
             c.search("zebra", filters={"sessionId": ["s-outside"]}, wait=0.5)
-    time.sleep(0.5)
+    # A session written after those requests, inside the roots: once it is searchable, the
+    # ingest thread has handled every hint the requests could have posted before it.
+    write(vworld.root, "g", "s-later", str(vworld.proj), "zebra afterwards")
+
+    def later_indexed():
+        with vworld.client({"all": True}) as c:
+            return c.search("afterwards", filters={"sessionId": ["s-later"]}).hits
+
+    wait_for(later_indexed)
     with vworld.client({"all": True}) as c:
         paths = [p.path for p in c.status().sources.problems]
         assert "s-outside" not in {s.session_id for s in c.sessions(limit=500).sessions}

@@ -1,0 +1,191 @@
+"""piwatchd as a real process on a temp sessions root and database (the `live`
+fixture's parts): start, stop, SIGHUP, kill -9, read the index and its
+service state, search through the CLI. Every wait is a poll with a deadline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from conftest import jsonl, msg, v3_header
+from piwatch.wire import ServiceStatus
+
+from piwatchd.serve.status import read_service_state
+
+__all__ = [
+    "BASE",
+    "BIN",
+    "FOLDER",
+    "PIWATCH",
+    "PIWATCHD",
+    "Daemon",
+    "LiveEnv",
+    "entry_ids",
+    "line",
+    "live_env",
+    "no_diagnostics",
+    "poll",
+    "q",
+    "search_cli",
+]
+
+BIN = Path(sys.executable).parent
+PIWATCHD = str(BIN / "piwatchd")
+PIWATCH = str(BIN / "piwatch")
+FOLDER = "--work-proj--"
+
+
+def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message} (last: {last!r})")
+
+
+class Daemon:
+    def __init__(
+        self,
+        root: Path,
+        db: Path,
+        *,
+        user: int | None = None,
+        scan_interval: float = 60.0,
+        socket: Path | None = None,
+        args: tuple[str, ...] = (),
+    ):
+        self.root, self.db, self.user, self.scan_interval = root, db, user, scan_interval
+        self.args = args
+        self.socket = socket or db.parent / "d.sock"
+        self.proc: subprocess.Popen | None = None
+        self.log = db.parent / "daemon.log"
+
+    def start(self, wait=True):
+        self._log_fh = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [
+                PIWATCHD,
+                "--sessions",
+                str(self.root),
+                "--db",
+                str(self.db),
+                "--settle",
+                "0.05",
+                "--max-latency",
+                "0.3",
+                "--scan-interval",
+                str(self.scan_interval),
+                "--log-level",
+                "debug",
+                "--socket",
+                str(self.socket),
+                *self.args,
+            ],
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            user=self.user,
+        )
+        if wait:
+            poll(self.started, 30, message="piwatchd start-up scan to finish")
+        return self
+
+    def state(self) -> ServiceStatus | None:
+        return read_service_state(self.db)
+
+    def started(self):
+        assert self.proc.poll() is None, self.log.read_text()
+        st = self.state()
+        return st is not None and st.pid == self.proc.pid and st.startup_seconds is not None
+
+    def sighup_and_wait_scan(self):
+        before = self.state().scans
+        self.proc.send_signal(signal.SIGHUP)
+        poll(lambda: ((self.state() or ServiceStatus()).scans or 0) > before, 10, message="a reconciliation scan")
+
+    def stop(self) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            rc = self.proc.wait(20)
+        else:
+            rc = self.proc.returncode if self.proc else 0
+        self._log_fh.close()
+        return rc
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(20)
+        self._log_fh.close()
+
+
+def q(db: Path, sql: str, *args):
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def entry_ids(db: Path, session="s-1"):
+    return [r[0] for r in q(db, "SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", session)]
+
+
+def search_cli(db: Path, *words) -> list[tuple[str, str]]:
+    out = subprocess.run(
+        [PIWATCH, "search", "--db", str(db), "--json", *words], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return [(h["sessionId"], h["entryId"]) for h in json.loads(out.stdout)["hits"]]
+
+
+BASE = jsonl(
+    v3_header(),
+    msg("a", None, "user", "alpha walrus"),
+    msg("b", "a", "assistant", [{"type": "text", "text": "beta heron"}]),
+)
+
+
+def line(eid, parent, text):
+    return jsonl(msg(eid, parent, "user", text))
+
+
+def no_diagnostics(db):
+    return q(db, "SELECT code, byte_offset FROM diagnostics") == []
+
+
+class LiveEnv:
+    """A temp sessions root (with one project folder) and index for daemons started by `daemon()`."""
+
+    def __init__(self, base: Path) -> None:
+        self.base, self.root, self.db = base, base / "sessions", base / "index.sqlite3"
+        self.path = self.root / FOLDER / "s1.jsonl"
+        self.daemons: list[Daemon] = []
+
+    def daemon(self, **kw: Any) -> Daemon:
+        d = Daemon(self.root, self.db, **kw)
+        self.daemons.append(d)
+        return d.start()
+
+
+def live_env() -> Iterator[LiveEnv]:
+    """The `live` fixture (conftest): daemons still running at the end are killed."""
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwl-"))
+    env = LiveEnv(base)
+    (env.root / FOLDER).mkdir(parents=True)
+    yield env
+    for d in env.daemons:
+        if d.proc and d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait(10)
+    shutil.rmtree(base, ignore_errors=True)
