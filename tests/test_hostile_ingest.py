@@ -24,6 +24,7 @@ from conftest import jsonl, msg, v3_header
 from helpers.live import FOLDER, Daemon, poll, q
 from piwatch.client import Client
 from piwatch.transports import SocketTransport
+from piwatch.wire import ServiceStatus
 
 from piwatchd.model.project import MAX_FRAGMENTS_PER_EVENT
 from piwatchd.model.relations import MAX_PATHS_PER_EVENT
@@ -113,7 +114,7 @@ def test_restart_after_kill9_in_the_middle_of_huge_entries_is_ready_in_seconds(l
         (live.root / FOLDER / f"m{n}.jsonl").write_bytes(many_reads(f"s-m{n}", 20_000, f"heron{n}"))
     d = Daemon(live.root, live.db).start(wait=False)
     try:
-        poll(lambda: (d.state() or {}).get("files_ingested", 0) >= 1, 60, message="ingest under way")
+        poll(lambda: ((d.state() or ServiceStatus()).files_ingested or 0) >= 1, 60, message="ingest under way")
     finally:
         d.kill9()
     started = time.monotonic()
