@@ -130,6 +130,20 @@ E2E_FIXTURES = frozenset(
     {"live", "world", "served", "daemon", "vworld", "planted", "pitools", "agent_run", "catching_up", "extension"}
 )
 SLOW_MODULES = frozenset({"test_engines", "test_oracle", "test_pi_generator", "test_progress", "test_search_plans"})
+# Tests that start processes themselves (the CLI, tsc, piwatchd without a fixture): over 3 s here.
+SLOW_TESTS = frozenset(
+    {
+        "test_public_api.py::test_every_command_has_help",
+        "test_public_api.py::test_client_package_never_imports_the_daemon",
+        "test_pi_wire_types.py::test_the_extension_type_checks_in_strict_mode",
+        "test_search.py::test_cli_index_and_search_human_and_json",
+        "test_read_trace.py::test_append_to_long_session_updates_a_bounded_number_of_rows",
+        "test_colour.py::test_a_terminal_gets_colour_unless_told_otherwise",
+        "test_service_units.py::test_service_print_writes_nothing",
+        "test_hostile_ingest.py::test_new_folders_under_a_symlinked_root_are_indexed_at_once",
+        "test_deadlines.py::test_hundreds_of_slow_connections_do_not_lock_others_out",
+    }
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -137,5 +151,6 @@ def pytest_collection_modifyitems(config, items):
         e2e = bool(E2E_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("pi") is not None
         if e2e:
             item.add_marker(pytest.mark.e2e)
-        if e2e or item.module.__name__ in SLOW_MODULES:
+        test_id = f"{item.path.name}::{item.originalname}"
+        if e2e or item.module.__name__ in SLOW_MODULES or test_id in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
