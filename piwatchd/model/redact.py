@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import orjson
 import re2
 
@@ -507,7 +508,8 @@ def redaction_note(field_name: str, counts: Mapping[str, int]) -> dict[str, Any]
 
 
 def redact_payload(value: Any, rules: Rules = DEFAULT_RULES, path: str = "") -> tuple[Any, list[dict[str, Any]]]:
-    """Redact every string inside a response (dicts, lists), reporting each changed field.
+    """Redact every string inside a response (dicts, lists, and msgspec Structs
+    in place, fields by their wire names), reporting each changed field.
 
     The last line of defence for read and trace output: whatever a field
     carries (meta copied from the source, labels, previews), no secret leaves
@@ -521,6 +523,11 @@ def redact_payload(value: Any, rules: Rules = DEFAULT_RULES, path: str = "") -> 
             if counts:
                 notes.append(redaction_note(where, counts))
             return out
+        if isinstance(v, msgspec.Struct):
+            cls = type(v)
+            for attr, name in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True):
+                setattr(v, attr, walk(getattr(v, attr), f"{where}.{name}" if where else name))
+            return v
         if isinstance(v, dict):
             return {k: walk(item, f"{where}.{k}" if where else str(k)) for k, item in v.items()}
         if isinstance(v, list):

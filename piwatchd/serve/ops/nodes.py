@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import msgspec
 from piwatch import wire
 
-from ...model.redact import REDACTED_REASON, Rules, redact
+from ...model.redact import REDACTED_REASON, Rules, redact_payload
 from ...store.catalog import session_row
 from ...store.source_events import project_rows
 from ...store.tree_store import DbTreeView
@@ -45,8 +45,8 @@ def source_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str | Non
     return row.path, row.cwd
 
 
-class EventFacts(msgspec.Struct, frozen=True):
-    """The event fields a read and its neighbour summaries both show."""
+class EventFacts(TypedDict):
+    """The event fields a read and its neighbour summaries both show (keyword arguments of both shapes)."""
 
     timestamp: str | None
     tool_names: list[str]
@@ -110,7 +110,6 @@ def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[s
     previews = _previews(conn, view.session_id, [eid for eid, _ in rows])
     out = []
     for eid, row in rows:
-        facts = event_facts(row)
         preview = previews.get(eid)
         out.append(
             wire.NodeSummary(
@@ -118,12 +117,7 @@ def node_summaries(conn: sqlite3.Connection, view: DbTreeView, entry_ids: list[s
                 entry_id=eid,
                 type=row["type"],
                 role=row["role"],
-                timestamp=facts.timestamp,
-                tool_names=facts.tool_names,
-                is_error=facts.is_error,
-                context_role=facts.context_role,
-                branch_state=facts.branch_state,
-                selection_state=facts.selection_state,
+                **event_facts(row),
                 preview=preview[0] if preview else None,
                 preview_source=preview[1] if preview else "index",
             )
@@ -142,31 +136,8 @@ def redaction_omitted(field_name: str, counts: Mapping[str, int]) -> wire.Omitte
 
 
 def redact_result(result: W, rules: Rules) -> tuple[W, list[wire.Omitted]]:
-    """Redact every string inside a wire result in place (fields by their wire
-    names, dicts, lists), reporting each changed field.
-
-    The last line of defence for read and trace output: whatever a field
-    carries (meta copied from the source, labels, previews), no secret leaves
-    in it. Already-redacted text passes unchanged (markers never match).
-    """
-    notes: list[wire.Omitted] = []
-
-    def walk(value: object, where: str) -> object:
-        if isinstance(value, str):
-            out, counts = redact(value, rules)
-            if counts:
-                notes.append(redaction_omitted(where, counts))
-            return out
-        if isinstance(value, msgspec.Struct):
-            cls = type(value)
-            for attr, name in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True):
-                setattr(value, attr, walk(getattr(value, attr), f"{where}.{name}" if where else name))
-            return value
-        if isinstance(value, dict):
-            return {k: walk(item, f"{where}.{k}" if where else str(k)) for k, item in value.items()}
-        if isinstance(value, list):
-            return [walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
-        return value
-
-    walk(result, "")
-    return result, notes
+    """Redact every string inside a wire result in place (`redact_payload`, the
+    one walker), each changed field reported as an `omitted` entry."""
+    out, notes = redact_payload(result, rules)
+    assert out is result  # a Struct is redacted in place
+    return result, [redaction_omitted(n["field"], n["counts"]) for n in notes]

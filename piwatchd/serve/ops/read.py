@@ -227,7 +227,6 @@ def event_read(view: DbTreeView, args: wire.ReadArgs) -> wire.ReadResult:
     if row is None:
         raise not_found(f"entry {eid} is not indexed in session {sid}")
     locator = wire.Locator(path=path, byte_offset=row["byteOffset"], byte_length=row["byteLength"])
-    facts = event_facts(row)
     status, line, detail = read_source_line(path, row["byteOffset"], row["byteLength"], row["fingerprint"])
     result = wire.ReadResult(
         session_id=sid,
@@ -237,12 +236,7 @@ def event_read(view: DbTreeView, args: wire.ReadArgs) -> wire.ReadResult:
             role=row["role"],
             parent_id=row["parentId"],
             id_recorded=row["idRecorded"],
-            timestamp=facts.timestamp,
-            tool_names=facts.tool_names,
-            is_error=facts.is_error,
-            context_role=facts.context_role,
-            branch_state=facts.branch_state,
-            selection_state=facts.selection_state,
+            **event_facts(row),
             meta=row["meta"],
         ),
         session=wire.SessionInfo(cwd=cwd, source_path=path),
