@@ -19,6 +19,7 @@ from typing import NamedTuple
 from piwatch import wire
 
 from ..store.catalog import SessionRow, child_sessions, session_rows
+from ..store.ids import IN_IDS, id_list
 from ..text.search import iso_time
 from .auth import CallerScope
 
@@ -244,15 +245,12 @@ class Visibility:
             if self.session(sid) is None:
                 continue
             cap = self.cap(sid)
-            ids = sorted(eids)
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                for eid, ordinal in self.conn.execute(
-                    f"SELECT entry_id, ordinal FROM events WHERE session_id=? AND entry_id IN ({','.join('?' * len(chunk))})",
-                    (sid, *chunk),
-                ):
-                    if cap is None or ordinal < cap:
-                        out.add((sid, eid))
+            for eid, ordinal in self.conn.execute(
+                f"SELECT entry_id, ordinal FROM events WHERE session_id=? AND entry_id {IN_IDS}",
+                (sid, id_list(sorted(eids))),
+            ):
+                if cap is None or ordinal < cap:
+                    out.add((sid, eid))
         return out
 
     def event_visible(self, session_id: str, entry_id: str) -> bool:

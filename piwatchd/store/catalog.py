@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..text.query import roots_clause
+from .ids import IN_IDS, id_list
 
 __all__ = ["SessionRow", "child_sessions", "list_sessions", "session_by_path", "session_row", "session_rows"]
 
@@ -54,12 +55,9 @@ def session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
 
 def session_rows(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[str, SessionRow]:
     ids = sorted(set(session_ids))
-    out: dict[str, SessionRow] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        for row in _rows(conn, f"s.session_id IN ({','.join('?' * len(chunk))})", chunk):
-            out[row.session_id] = row
-    return out
+    if not ids:
+        return {}
+    return {row.session_id: row for row in _rows(conn, f"s.session_id {IN_IDS}", (id_list(ids),))}
 
 
 def session_by_path(conn: sqlite3.Connection, path: str) -> SessionRow | None:

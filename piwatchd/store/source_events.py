@@ -9,7 +9,6 @@ skipped: the file was rewritten, and its rebuild re-feeds the session.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -22,6 +21,7 @@ from ..model.redact import Rules
 from ..source.lines import RawLine, decode_line
 from ..source.parser import line_fingerprint
 from ..source.reader import open_source
+from .ids import IN_IDS, id_list
 from .redaction import index_rules
 
 __all__ = ["line_entry", "project_rows", "verified_line"]
@@ -105,8 +105,8 @@ def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int,
         "SELECT e.event_rowid, e.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"
         " e.fingerprint, e.id_recorded, src.path FROM events e JOIN sessions s ON s.session_id = e.session_id"
         " JOIN sources src ON src.source_id = s.source_id"
-        " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
-        (json.dumps(event_rowids),),
+        f" WHERE e.event_rowid {IN_IDS}",
+        (id_list(event_rowids),),
     ):
         by_path.setdefault(row[10], []).append(row)
     out: dict[int, Event] = {}

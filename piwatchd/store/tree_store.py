@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -44,11 +43,11 @@ from ..model.relations import (
     evidence_for_calls,
 )
 from ..model.tree import Node, classify, make_node, node_facts, yields_model_message
+from .ids import IN_IDS, id_list
 
 __all__ = ["TreeBatch", "TreeUpdate", "refresh_states", "load_nodes", "DbTreeView", "materialized_leaf_of"]
 
 _SLOW_TYPES = frozenset({"compaction", "context_edit", "branch_summary", "leaf"})
-_CHUNK = 500
 
 
 @dataclass(slots=True)
@@ -62,11 +61,6 @@ class TreeUpdate:
 
 
 T = TypeVar("T")
-
-
-def _chunks(seq: list[T], n: int = _CHUNK) -> Iterable[list[T]]:
-    for i in range(0, len(seq), n):
-        yield seq[i : i + n]
 
 
 @dataclass(slots=True)
@@ -102,10 +96,9 @@ class TreeBatch:
             last[e.entry_id] = e
         batch = list(last.values())
         stale = [e.entry_id for e in batch if e.entry_id in self._seen] if self.full else [e.entry_id for e in batch]
-        for ids in _chunks(stale):
-            marks = ",".join("?" * len(ids))
+        if stale:
             for table in ("relationships", "file_evidence", "tree_facts"):
-                conn.execute(f"DELETE FROM {table} WHERE session_id=? AND entry_id IN ({marks})", [sid, *ids])
+                conn.execute(f"DELETE FROM {table} WHERE session_id=? AND entry_id {IN_IDS}", (sid, id_list(stale)))
         self._seen.update(last)
         self.entries.extend(batch)
         facts_rows, edge_rows, file_rows = [], [], []
@@ -287,11 +280,10 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
         return None
     ids = [e.entry_id for e in entries]
     # Repeated ids keep their old rows (and states): not a plain continuation.
-    for chunk in _chunks(ids):
+    if ids:
         n = conn.execute(
-            f"SELECT count(*) FROM events WHERE session_id=? AND entry_id IN ({','.join('?' * len(chunk))})"
-            " AND branch_state != 'unknown'",
-            [sid, *chunk],
+            f"SELECT count(*) FROM events WHERE session_id=? AND entry_id {IN_IDS} AND branch_state != 'unknown'",
+            (sid, id_list(ids)),
         ).fetchone()[0]
         if n:
             return None

@@ -24,6 +24,7 @@ from ..model.events import Diagnostic, Event, Fragment, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
 from ..text.engine import Repaid, TextWriter, engine_of
+from .ids import IN_IDS, id_list
 from .redaction import add_counts
 
 __all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
@@ -360,9 +361,8 @@ class IndexWriter:
             return {}
         return dict(
             self.conn.execute(
-                "SELECT entry_id, event_rowid FROM events WHERE session_id=?"
-                " AND entry_id IN (SELECT value FROM json_each(?))",
-                (session_id, orjson.dumps(entry_ids).decode()),
+                f"SELECT entry_id, event_rowid FROM events WHERE session_id=? AND entry_id {IN_IDS}",
+                (session_id, id_list(entry_ids)),
             ).fetchall()
         )
 

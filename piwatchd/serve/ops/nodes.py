@@ -17,6 +17,7 @@ from piwatch import wire
 
 from ...model.redact import REDACTED_REASON, Rules, redact_payload
 from ...store.catalog import session_row
+from ...store.ids import IN_IDS, id_list
 from ...store.source_events import project_rows
 from ...store.tree_store import DbTreeView
 from ...text.search import iso_time
@@ -78,19 +79,15 @@ def _previews(
     open of the session's file, for all the nodes."""
     out: dict[str, tuple[str, str]] = {}
     from_source: dict[int, str] = {}
-    ids = list(dict.fromkeys(entry_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        for entry_id, event_rowid, body in conn.execute(
-            "SELECT e.entry_id, e.event_rowid, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
-            " ORDER BY f.frag_rowid LIMIT 1) FROM events e"
-            f" WHERE e.session_id=? AND e.entry_id IN ({','.join('?' * len(chunk))})",
-            (session_id, *chunk),
-        ):
-            if body:
-                out[entry_id] = (_short_preview(body, limit), "index")
-            elif body is None:
-                from_source[event_rowid] = entry_id
+    for entry_id, event_rowid, body in conn.execute(
+        "SELECT e.entry_id, e.event_rowid, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
+        f" ORDER BY f.frag_rowid LIMIT 1) FROM events e WHERE e.session_id=? AND e.entry_id {IN_IDS}",
+        (session_id, id_list(dict.fromkeys(entry_ids))),
+    ):
+        if body:
+            out[entry_id] = (_short_preview(body, limit), "index")
+        elif body is None:
+            from_source[event_rowid] = entry_id
     if from_source:
         for event_rowid, event in project_rows(conn, list(from_source)).items():
             text = event.fragments[0].display_text() if event.fragments else ""
