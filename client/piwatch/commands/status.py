@@ -50,52 +50,48 @@ def run_summary(svc: ServiceStatus) -> str:
     return f"{how_many} files had new data this run ({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested or 0} events)"
 
 
-def format_status(st: StatusResult) -> str:
-    out = []
-    svc = st.service
-    if svc is None:
-        out.append("piwatchd   never ran on this index")
-    else:
-        running = "running" if svc.running else "not running"
-        out.append(f"piwatchd   {running} (pid {svc.pid}, {svc.phase}, state written {svc.updated_age_s}s ago)")
-        for root in svc.roots:
-            how = root.get("backend") or "not watched"
-            out.append(f"  root     {root.get('path')} ({how})")
-        scan = svc.last_scan or ScanInfo()
+def _service_lines(st: StatusResult, svc: ServiceStatus) -> list[str]:
+    """The live service: roots, scans, progress, catch-up, problems."""
+    running = "running" if svc.running else "not running"
+    out = [f"piwatchd   {running} (pid {svc.pid}, {svc.phase}, state written {svc.updated_age_s}s ago)"]
+    for root in svc.roots:
+        how = root.get("backend") or "not watched"
+        out.append(f"  root     {root.get('path')} ({how})")
+    scan = svc.last_scan or ScanInfo()
+    out.append(
+        f"  scan     last {_ago(scan.at_ms)} ({scan.reason or '-'}, {scan.files or 0} files, "
+        f"{scan.seconds or 0}s); every {svc.scan_interval or 0:g}s; changes missed by events: {svc.missed_by_events}"
+    )
+    out.append(f"  progress {svc.files_known} files known; {run_summary(svc)}; backlog {svc.backlog_files} files")
+    if st.catch_up is not None:
         out.append(
-            f"  scan     last {_ago(scan.at_ms)} ({scan.reason or '-'}, {scan.files or 0} files, "
-            f"{scan.seconds or 0}s); every {svc.scan_interval or 0:g}s; changes missed by events: {svc.missed_by_events}"
+            f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
+            "answers may be incomplete until it finishes"
         )
-        out.append(f"  progress {svc.files_known} files known; {run_summary(svc)}; backlog {svc.backlog_files} files")
-        if st.catch_up is not None:
-            out.append(
-                f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
-                "answers may be incomplete until it finishes"
-            )
-        # Files the index has not met yet are in the service's backlog only, not in the index's bytes.
-        indexed = st.bytes.ingested if st.bytes is not None else 0
-        backlog = max(st.bytes.backlog if st.bytes is not None else 0, svc.backlog_bytes or 0)
-        if backlog > 0:
-            rate = svc.rate_bytes_per_s
-            pace = f", {format_rate(rate)}, {format_duration(time_left(backlog, rate))} left"
-            out.append(f"  indexing {_bar(indexed, indexed + backlog)}{pace}")
-        if svc.index_problem:
-            out.append(f"  UNHEALTHY {svc.index_problem}")
-        for w in svc.warnings:
-            out.append(f"  warning  {w}")
-        for path, err in list(svc.errors.items())[:10]:
-            out.append(f"  error    {path}: {err}")
-    if not st.ready:
-        out.append(f"database   not ready: {st.index_error}")
-        return "\n".join(out)
+    # Files the index has not met yet are in the service's backlog only, not in the index's bytes.
+    indexed = st.bytes.ingested if st.bytes is not None else 0
+    backlog = max(st.bytes.backlog if st.bytes is not None else 0, svc.backlog_bytes or 0)
+    if backlog > 0:
+        rate = svc.rate_bytes_per_s
+        pace = f", {format_rate(rate)}, {format_duration(time_left(backlog, rate))} left"
+        out.append(f"  indexing {_bar(indexed, indexed + backlog)}{pace}")
+    if svc.index_problem:
+        out.append(f"  UNHEALTHY {svc.index_problem}")
+    out.extend(f"  warning  {w}" for w in svc.warnings)
+    out.extend(f"  error    {path}: {err}" for path, err in list(svc.errors.items())[:10])
+    return out
+
+
+def _index_lines(st: StatusResult) -> list[str]:
+    """The index file: sources, counts, bytes, skipped lines, redactions."""
+    out = []
     src = st.sources
     if st.db is not None:
         out.append(f"database   {st.db} ({_mb(st.index_bytes)})")
     if src is not None:
         states = ", ".join(f"{n} {s}" for s, n in src.by_state.items() if n)
         out.append(f"sources    {src.total} files: {states or 'none'}")
-        for p in src.problems[:20]:
-            out.append(f"  {p.state:<11} {p.path}: {p.error}")
+        out.extend(f"  {p.state:<11} {p.path}: {p.error}" for p in src.problems[:20])
     fragments = f", {st.fragments} fragments" if st.fragments is not None else ""
     out.append(f"index      {st.sessions} sessions, {st.events} events{fragments}")
     b = st.bytes
@@ -115,7 +111,15 @@ def format_status(st: StatusResult) -> str:
         kinds = ", ".join(f"{kind} {n}" for kind, n in red.by_kind.items())
         extra = f"; extra patterns: {', '.join(red.extra_patterns)}" if red.extra_patterns else ""
         out.append(f"redacted   {red.total} secrets{f' ({kinds})' if kinds else ''}{extra}")
-    return "\n".join(out)
+    return out
+
+
+def format_status(st: StatusResult) -> str:
+    out = ["piwatchd   never ran on this index"] if st.service is None else _service_lines(st, st.service)
+    if not st.ready:
+        out.append(f"database   not ready: {st.index_error}")
+        return "\n".join(out)
+    return "\n".join(out + _index_lines(st))
 
 
 def _local(db: str | None) -> StatusResult | None:
