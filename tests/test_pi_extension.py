@@ -126,7 +126,7 @@ def _wait_indexed(world: World, expected_sessions: int, timeout: float = 60) -> 
         try:
             with Client(world.sock, timeout=5, caller={"all": True}) as c:
                 last = c.sessions()
-            if len(last["sessions"]) >= expected_sessions:
+            if len(last.sessions) >= expected_sessions:
                 return
         except PiwatchError as exc:
             last = exc
