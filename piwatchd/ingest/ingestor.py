@@ -268,14 +268,20 @@ class Ingestor:
             self.writer.mark_source(source_id, state, str(exc), failed=(obs.size, obs.mtime_ns))
         return IngestOutcome(path, change, record.session_id if record else None, state=state, error=str(exc))
 
-    def _rebuild(self, path: str, record: SourceRecord | None, obs: Observation, change: Change) -> IngestOutcome:
-        outcome = IngestOutcome(path, change)
+    def _open(self, path: str, record: SourceRecord | None) -> int | IngestOutcome:
+        """The source's descriptor, or the outcome when it cannot be opened."""
         try:
-            fd = open_source(path)
+            return open_source(path)
         except FileNotFoundError:
             return self._gone(path, record)
         except OSError as exc:
             return self._unreadable(path, record, Observation(True, error=str(exc)))
+
+    def _rebuild(self, path: str, record: SourceRecord | None, obs: Observation, change: Change) -> IngestOutcome:
+        outcome = IngestOutcome(path, change)
+        fd = self._open(path, record)
+        if isinstance(fd, IngestOutcome):
+            return fd
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != (obs.dev, obs.ino):
@@ -418,16 +424,12 @@ class Ingestor:
             self.writer.delete_session(session_id)
             return
         if owner_rank(self.writer.session_created(session_id), other_path) <= owner_rank(header.timestamp, path):
-            raise _DuplicateSession(
-                f"session id {excerpt(session_id)} is also in {other_path}, which is kept (older header timestamp,"
-                " or the same and a smaller path); this copy is not indexed"
-            )
+            raise _DuplicateSession(_kept_elsewhere(session_id, other_path))
         self.writer.delete_session(session_id)
         self.writer.mark_source(
             other_id,
             "duplicate",
-            f"session id {excerpt(session_id)} is also in {path}, which is kept (older header timestamp,"
-            " or the same and a smaller path); this copy is not indexed",
+            _kept_elsewhere(session_id, path),
             forget_checkpoint=True,
             failed=(other.st_size, other.st_mtime_ns),
         )
@@ -436,12 +438,9 @@ class Ingestor:
         cp = record.checkpoint
         assert cp is not None and record.parser_state is not None
         outcome = IngestOutcome(path, Change.APPENDED, record.session_id)
-        try:
-            fd = open_source(path)
-        except FileNotFoundError:
-            return self._gone(path, record)
-        except OSError as exc:
-            return self._unreadable(path, record, Observation(True, error=str(exc)))
+        fd = self._open(path, record)
+        if isinstance(fd, IngestOutcome):
+            return fd
         try:
             # The checkpoint's own ranges, re-read so the new fingerprints are
             # computed from exactly the bytes that were verified and parsed.
@@ -475,6 +474,13 @@ class Ingestor:
         finally:
             os.close(fd)
         return outcome
+
+
+def _kept_elsewhere(session_id: str, kept: str) -> str:
+    return (
+        f"session id {excerpt(session_id)} is also in {kept}, which is kept (older header timestamp,"
+        " or the same and a smaller path); this copy is not indexed"
+    )
 
 
 def owner_rank(header_timestamp: str | None, path: str) -> tuple[int, float, str]:

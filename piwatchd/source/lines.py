@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ import orjson
 
 from ..model.events import Diagnostic
 
-__all__ = ["DecodedLine", "RawLine", "decode_line", "split_complete_lines"]
+__all__ = ["DecodedLine", "LineCutter", "Overlong", "RawLine", "decode_line", "split_complete_lines"]
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -54,6 +55,77 @@ def split_complete_lines(buffer: bytes, base_offset: int) -> tuple[list[RawLine]
             lines.append(RawLine(base_offset + start, chunk.rstrip(b"\r") if chunk.endswith(b"\r") else chunk))
         start += len(chunk) + 1
     return lines, base_offset + end + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Overlong:
+    """Bytes [start, end) of a line longer than the line cap, read past without being buffered.
+
+    `line_at` is where that line begins; `complete` once its newline has been read. A line not
+    complete when the read stops is resumed from `end` by the next read (`overlong_at`).
+    """
+
+    line_at: int
+    start: int
+    end: int
+    complete: bool
+
+
+class LineCutter:
+    """Cuts consecutive chunks of a file into newline-ending pieces and
+    `Overlong` ranges (pure: the reader does the I/O).
+
+    Pending bytes are kept as a list of pieces and joined once per piece
+    yielded, so a long line costs linear copying, not a copy per chunk; a line
+    past `max_line` is dropped and skipped to its newline, so memory stays
+    bounded by `max_line` plus a chunk. Chunks must not exceed `max_line`.
+    """
+
+    def __init__(self, start: int, max_line: int, overlong_at: int | None = None) -> None:
+        self.max_line = max_line
+        self.pieces: list[bytes] = []
+        self.pending = 0  # bytes in pieces
+        self.line_at = start if overlong_at is None else overlong_at  # where the pending or skipped line begins
+        self.skipping = overlong_at is not None
+
+    def feed(self, at: int, data: bytes) -> Iterator[tuple[int, bytes] | Overlong]:
+        """The pieces and ranges that the chunk `data`, read at offset `at`, completes."""
+        if self.skipping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                yield Overlong(self.line_at, at, at + len(data), False)
+                return
+            yield Overlong(self.line_at, at, at + newline + 1, True)
+            self.skipping = False
+            data, at = data[newline + 1 :], at + newline + 1
+            self.line_at = at
+        yield from self._cut(at, data)
+
+    def _cut(self, at: int, data: bytes) -> Iterator[tuple[int, bytes] | Overlong]:
+        first = data.find(b"\n")
+        if first < 0:
+            self._keep(data)
+            if self.pending > self.max_line:
+                yield Overlong(self.line_at, self.line_at, at + len(data), False)
+                self.pieces, self.pending, self.skipping = [], 0, True
+            return
+        if self.pending + first > self.max_line:
+            yield Overlong(self.line_at, self.line_at, at + first + 1, True)
+            self.pieces, self.pending = [], 0
+            data, at = data[first + 1 :], at + first + 1
+            self.line_at = at
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            yield self.line_at, b"".join([*self.pieces, data[: cut + 1]])
+            self.pieces, self.pending = [], 0
+            data, at = data[cut + 1 :], at + cut + 1
+            self.line_at = at
+        self._keep(data)
+
+    def _keep(self, data: bytes) -> None:
+        if data:
+            self.pieces.append(data)
+            self.pending += len(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,9 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from .fingerprint import hash_range
+from .lines import LineCutter, Overlong
 from .tailer import Checkpoint, Observation
 
 __all__ = ["MAX_LINE_BYTES", "READ_CHUNK", "NotRegularFile", "Overlong", "observe", "open_source", "read_chunks"]
@@ -116,20 +116,6 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class Overlong:
-    """Bytes [start, end) of a line longer than the line cap, read past without being buffered.
-
-    `line_at` is where that line begins; `complete` once its newline has been read. A line not
-    complete when the read stops is resumed from `end` by the next read (`overlong_at`).
-    """
-
-    line_at: int
-    start: int
-    end: int
-    complete: bool
-
-
 def read_chunks(
     fd: int,
     start: int,
@@ -140,59 +126,20 @@ def read_chunks(
     overlong_at: int | None = None,
 ) -> Iterator[tuple[int, bytes] | Overlong]:
     """Yield (offset, bytes) pieces of [start, end) that each end at a newline,
-    and `Overlong` ranges for lines longer than `max_line`.
+    and `Overlong` ranges for lines longer than `max_line` (the cutting is
+    `LineCutter`'s; this is its I/O loop).
 
     A line up to `max_line` is read whole: a record is never split. A longer one
     is skipped in chunks (memory stays bounded by `max_line` plus a chunk), and
     `overlong_at` says a read starts inside one. The bytes after the last newline
     before `end` are not yielded, unless they belong to an over-long line.
-    Pending bytes are kept as a list of pieces and joined once per yield, so a
-    long line costs linear copying, not one copy of the line per chunk.
     """
     chunk = max(1, min(chunk, max_line))
+    cutter = LineCutter(start, max_line, overlong_at)
     offset = start
-    pieces: list[bytes] = []
-    pending = 0  # bytes in pieces
-    line_at = start  # where the pending (or skipped) line begins
-    skipping = overlong_at is not None
-    if overlong_at is not None:
-        line_at = overlong_at
     while offset < end:
         data = os.pread(fd, min(chunk, end - offset), offset)
         if not data:
             break
-        at = offset
+        yield from cutter.feed(offset, data)
         offset += len(data)
-        if skipping:
-            newline = data.find(b"\n")
-            if newline < 0:
-                yield Overlong(line_at, at, offset, False)
-                continue
-            yield Overlong(line_at, at, at + newline + 1, True)
-            skipping = False
-            data, at = data[newline + 1 :], at + newline + 1
-            line_at = at
-            if not data:
-                continue
-        first = data.find(b"\n")
-        if first < 0:
-            pieces.append(data)
-            pending += len(data)
-            if pending > max_line:
-                yield Overlong(line_at, line_at, offset, False)
-                pieces, pending, skipping = [], 0, True
-            continue
-        if pending + first > max_line:
-            yield Overlong(line_at, line_at, at + first + 1, True)
-            pieces, pending = [], 0
-            data, at = data[first + 1 :], at + first + 1
-            line_at = at
-        cut = data.rfind(b"\n")
-        if cut >= 0:
-            yield line_at, b"".join([*pieces, data[: cut + 1]])
-            pieces, pending = [], 0
-            data, at = data[cut + 1 :], at + cut + 1
-            line_at = at
-        if data:
-            pieces.append(data)
-            pending += len(data)
