@@ -202,7 +202,7 @@ def test_a_session_whose_refeed_never_finished_is_deferred_then_quarantined(live
     d = live.daemon()
     with client(d) as c:
         assert c.search("walrus", exact=True).hits  # re-fed at start-up
-        # The suspect is re-fed by the ingest loop once start-up is done, not before it.
+        # The suspect is re-fed by the ingest loop while it catches up (after the socket answers).
         poll(lambda: c.search("puffin", exact=True).hits, 30, message="the suspect re-fed later")
         assert c.search("marmot", exact=True).hits == []  # quarantined: never re-fed again
         errors = c.status().service.errors

@@ -281,6 +281,8 @@ class Service:
             self._batch([], deadline=self._clock() + self.config.batch_seconds)
             self._write_state()
             return
+        if self._catching_up and self._repay_suspect():
+            return  # a suspect re-feed is part of catching up: start-up ends with the text index whole
         self._caught_up()
         self._write_state()
         if self.inbox.pending() == 0 and self.writer.maintain_text():
@@ -390,18 +392,22 @@ class Service:
 
     # -- text re-feeds that did not finish -----------------------------------------
 
-    def _repay_suspect(self) -> None:
-        """Re-feed one session whose earlier re-feed never finished, with backoff.
+    def _repay_suspect(self) -> bool:
+        """Re-feed one session whose earlier re-feed never finished; True when one was tried.
 
         Each attempt is recorded before it starts, so a session that kills the
         process in its re-feed is retried at most MAX_REPAY_ATTEMPTS times across
-        restarts, then quarantined: never a crash loop.
+        restarts, then quarantined: never a crash loop. One that runs out of
+        time is retried with backoff.
         """
         if self._clock() < self._next_suspect_repay:
-            return
-        self._suspect_attempts += 1
-        self._next_suspect_repay = self._clock() + retry_delay(self._suspect_attempts, SUSPECT_RETRY_MAX) * 20
-        self._report_repaid(self.writer.repay_text_debt(suspect=True))
+            return False
+        repaid = self.writer.repay_text_debt(suspect=True)
+        self._report_repaid(repaid)
+        if repaid.left:
+            self._suspect_attempts += 1
+            self._next_suspect_repay = self._clock() + retry_delay(self._suspect_attempts, SUSPECT_RETRY_MAX) * 20
+        return bool(repaid.done or repaid.left)
 
     def _report_repaid(self, repaid: Repaid) -> None:
         for session_id in repaid.done:
