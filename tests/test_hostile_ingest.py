@@ -240,9 +240,7 @@ def test_new_folders_under_a_symlinked_root_are_indexed_at_once(linked):
                 hits = poll(
                     lambda i=i: c.search(f"newword{i}", exact=True).hits, 20, interval=0.01, message="the new folder"
                 )
-                # Typically ~0.1 s; a file written right after its folder can race the new watch (a
-                # known gap), so only 'not at the periodic scan' (3600 s here) is asserted.
-                assert time.monotonic() - started < 20
+                assert time.monotonic() - started < 3  # the goal is 1 s; measured ~0.1-0.3 s
                 assert hits[0].session_id == f"s-n{i}"
             if linked:
                 other = base / "other"

@@ -4,6 +4,8 @@ latency) and what one `take()` drains (the backlog and the retry backoff:
 
 from __future__ import annotations
 
+import time
+
 from hypothesis import given, strategies as st
 
 from piwatchd.ingest.inbox import Inbox, due_paths
@@ -50,3 +52,26 @@ def test_one_take_drains_every_command_kind():
     assert (empty.rebuilds, empty.reconcile, empty.dirs, empty.due, empty.next_due) == ([], [], [], [], None)
     assert empty.index_check is None
     assert inbox.pending() == 0
+
+
+def test_a_post_between_take_and_wait_is_not_lost():
+    """The ingest thread takes, works, then waits: a hint posted while it worked found nobody
+    waiting on the condition, so `wait()` must return at once instead of sleeping to the
+    heartbeat (a new folder's file was once found only 5 s later, by the next event)."""
+    for post in (
+        lambda i: i.mark("/s.jsonl"),
+        lambda i: i.mark_dir("/d"),
+        lambda i: i.request_reconcile("why"),
+        lambda i: i.request_rebuild(None),
+        lambda i: i.request_index_check("damaged"),
+    ):
+        inbox = Inbox()
+        inbox.take(0.05, 0.3)
+        post(inbox)
+        started = time.monotonic()
+        inbox.wait(5.0)
+        assert time.monotonic() - started < 1.0
+        inbox.take(0.0, 0.0)  # drained: the next wait sleeps its timeout
+        started = time.monotonic()
+        inbox.wait(0.2)
+        assert time.monotonic() - started >= 0.15

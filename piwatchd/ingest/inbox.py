@@ -62,6 +62,11 @@ class Inbox:
         self._rebuilds: list[str | None] = []
         self._index_check: str | None = None
         self.events_seen = 0
+        # Posts counted, and the count the last `take()` saw: a post that lands
+        # while the ingest thread works (after its take, before its wait) finds
+        # nobody waiting, so `wait()` must notice it by the count, not the notify.
+        self._posts = 0
+        self._posts_taken = 0
 
     # -- producers (any thread) ----------------------------------------------
 
@@ -71,35 +76,41 @@ class Inbox:
             self.events_seen += 1
             prev = self._marks.get(path)
             self._marks[path] = (prev[0] if prev else now, now)
-            self._cond.notify()
+            self._posted()
 
     def mark_dir(self, path: str) -> None:
         """A directory appeared: its files may predate its watch, list them."""
         with self._cond:
             self._dirs.add(path)
-            self._cond.notify()
+            self._posted()
 
     def request_reconcile(self, reason: str) -> None:
         with self._cond:
             if reason not in self._reconcile:
                 self._reconcile.append(reason)
-            self._cond.notify()
+            self._posted()
 
     def request_rebuild(self, path: str | None) -> None:
         """Re-read `path` (every known source when None) from scratch."""
         with self._cond:
             self._rebuilds.append(path)
-            self._cond.notify()
+            self._posted()
 
     def request_index_check(self, reason: str) -> None:
         """A reader hit an error that says the index file is damaged: verify it."""
         with self._cond:
             self._index_check = self._index_check or reason
-            self._cond.notify()
+            self._posted()
 
     def wake(self) -> None:
         with self._cond:
+            self._posts += 1
             self._cond.notify_all()
+
+    def _posted(self) -> None:
+        # Called with the lock held.
+        self._posts += 1
+        self._cond.notify()
 
     # -- the consumer (the ingest thread) -------------------------------------
 
@@ -110,6 +121,7 @@ class Inbox:
                 del self._marks[path]
             work = Work(self._rebuilds, self._reconcile, sorted(self._dirs), self._index_check, due, next_due)
             self._rebuilds, self._reconcile, self._dirs, self._index_check = [], [], set(), None
+            self._posts_taken = self._posts
             return work
 
     def pending(self) -> int:
@@ -118,8 +130,9 @@ class Inbox:
             return len(self._marks)
 
     def wait(self, timeout: float | None) -> None:
-        """Sleep until a producer posts or `timeout` passes."""
+        """Sleep until a producer posts or `timeout` passes; return at once when
+        something was posted since the last `take()` (its notify found nobody waiting)."""
         with self._cond:
-            if self._dirs or self._reconcile or self._rebuilds or self._index_check:
+            if self._posts != self._posts_taken:
                 return
             self._cond.wait(timeout)
