@@ -2,7 +2,7 @@
 
 Everything arrives through one `Inbox`: watcher hints (coalesced with a
 settle delay and a max latency), new directories to list, reconciliation
-requests and rebuild requests. A reconciliation scan (`indexer.scan`: at
+requests and rebuild requests. A reconciliation scan (`ingest.scan`: at
 start, every `scan_interval`, after watcher trouble, on request) does not
 ingest: it compares each file's stat with its checkpoint and queues the
 differences as *backlog*, newest first. Each loop turn commits the due hinted
@@ -28,11 +28,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import structs
 from piwatch import wire
 from piwatch.rates import RateMeter
 
@@ -40,11 +41,13 @@ from ..model.events import excerpt
 from ..source.discovery import is_session_filename
 from ..store.indexfile import discard_index, open_or_rebuild, prepare_index_path
 from ..store.writer import IndexWriter
-from ..text.engine import DEFAULT_ENGINE, Repaid
+from ..text.engine import DEFAULT_ENGINE
 from .backlog import Backlog
 from .commits import CommitSignal
+from .health import IndexLost, IndexWatch, corrupt, lost, transient
 from .inbox import Inbox, Work
 from .ingestor import Ingestor, IngestOutcome
+from .progress import count_file, note_error, note_repaid, plus, starting
 from .retries import Retries, retry_delay
 from .scan import RemovalGuard, scan
 
@@ -53,10 +56,7 @@ __all__ = ["STATE_KEY", "Service", "ServiceConfig"]
 log = logging.getLogger("piwatchd.service")
 
 STATE_KEY = "service"
-_MAX_FILE_ERRORS = 50
 _LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one file's
-# A reader's report of a damaged index is checked at most this often.
-VERIFY_MIN_SECONDS = 10.0
 # A suspect text re-feed is retried after 10 s, 20 s, 40 s ... at most this long.
 SUSPECT_RETRY_MAX = 30.0
 
@@ -75,45 +75,11 @@ class ServiceConfig:
     engine: str = DEFAULT_ENGINE  # the text engine's name (piwatchd.text.engine)
 
 
-@dataclass(slots=True)
-class _Progress:
-    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-    phase: str = "starting"
-    files_known: int = 0
-    bytes_ingested: int = 0
-    events_ingested: int = 0
-    files_ingested: int = 0
-    files_changed: int = 0  # of files_ingested, those with new or rewritten bytes (the rest were only verified)
-    batches: int = 0
-    scans: int = 0
-    last_scan: wire.ScanInfo | None = None
-    startup_seconds: float | None = None  # first scan queued -> backlog drained
-    missed_by_events: int = 0
-    errors: dict[str, str] = field(default_factory=dict)
-    index_problem: str | None = None  # set while the index is being rebuilt
-    index_rebuilds: int = 0
-    retries: int = 0
-
-
 def _mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
     except (OSError, ValueError):
         return 0.0
-
-
-def _transient(exc: BaseException) -> bool:
-    """Not the file's fault and likely to pass: retry with backoff."""
-    return isinstance(exc, (sqlite3.OperationalError, OSError))
-
-
-def _corrupt(exc: BaseException) -> bool:
-    """SQLite says the index file itself is damaged: rebuild it."""
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
-
-
-class _IndexLost(Exception):
-    """The index file is gone, replaced or corrupt; the loop rebuilds it."""
 
 
 class Service:
@@ -141,7 +107,7 @@ class Service:
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # the write connection is open
         self.failed: BaseException | None = None
-        self.progress = _Progress(index_problem=index_problem, index_rebuilds=int(index_problem is not None))
+        self.progress = starting(index_problem)  # the wire's ServiceStatus, the one shape of progress
         self._backlog = Backlog()  # what scans found, drained newest first
         self._retries = Retries()  # transient failures, retried with backoff
         self._guard = RemovalGuard(self.roots)
@@ -149,8 +115,7 @@ class Service:
         self._started_at = clock()
         self._next_scan = 0.0
         self._last_state_write = 0.0
-        self._index_id: tuple[int, int] | None = None
-        self._last_verify = -VERIFY_MIN_SECONDS
+        self._index = IndexWatch(config.db_path, clock)
         self.last_loop = clock()  # the watchdog ping is tied to this moving
         self._next_suspect_repay = 0.0
         self._suspect_attempts = 0
@@ -216,16 +181,16 @@ class Service:
                     self._full_scan("start-up")
                 self._turn()
                 self.progress.errors.pop(_LOOP_ERROR, None)
-            except _IndexLost as lost:
-                self._rebuild_index(str(lost))
+            except IndexLost as why:
+                self._rebuild_index(str(why))
             except sqlite3.OperationalError as exc:
                 # Busy past the timeout, disk full, I/O: nothing was committed; go on shortly.
                 log.warning("index temporarily unusable: %s", exc)
                 self._stop.wait(0.5)
             except sqlite3.DatabaseError as exc:
-                if not _corrupt(exc):
+                if not corrupt(exc):
                     raise
-                self._rebuild_index(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it")
+                self._rebuild_index(str(lost(exc)))
             except Exception as exc:  # reported in status; the loop goes on
                 # Per-file errors never get here (Ingestor contains them): this is
                 # the machine (a text-index write on a full disk, say). Keep serving
@@ -238,7 +203,7 @@ class Service:
         conn, problem = open_or_rebuild(self.config.db_path, self.config.engine)
         if problem:
             self.progress.index_problem = problem
-            self.progress.index_rebuilds += 1
+            self.progress.index_rebuilds = plus(self.progress.index_rebuilds)
             log.warning("%s", problem)
         self.writer = IndexWriter(conn)
         self.ingestor = Ingestor(
@@ -247,10 +212,10 @@ class Service:
             may_remove=self._guard.may_remove,
             slice_seconds=self.config.batch_seconds,
         )
-        self._index_id = self._stat_index()
+        self._index.remember()
         # Sessions whose text documents may lag their rows (a crash between
         # the two commits) are re-fed before anything else; suspects later (`_repay_suspect`).
-        self._report_repaid(self.writer.repay_text_debt())
+        note_repaid(self.progress, self.writer.repay_text_debt(), self._session_key)
 
     def _close_index(self) -> None:
         self.progress.phase = "stopped"
@@ -264,10 +229,10 @@ class Service:
     def _turn(self) -> None:
         """One loop turn: commands first, then hinted paths, then a backlog slice."""
         self.last_loop = self._clock()
-        self._check_index()
+        self._index.check()
         work = self.inbox.take(self.config.settle, self.config.max_latency)
         if work.index_check:
-            self._verify_index(work.index_check)
+            self._index.verify(work.index_check)
         self._apply_rebuilds(work.rebuilds)
         if work.reconcile or self._clock() >= self._next_scan:
             self._scan("; ".join(work.reconcile) or "periodic")
@@ -332,45 +297,10 @@ class Service:
 
     # -- the index file ------------------------------------------------------------
 
-    def _stat_index(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.config.db_path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
-
-    def _check_index(self) -> None:
-        """A stat per turn: the file we write must still be the index readers open."""
-        if self._stat_index() != self._index_id:
-            raise _IndexLost("the index file was removed or replaced while piwatchd ran; rebuilding it")
-
-    def _verify_index(self, reason: str) -> None:
-        """A reader reported damage: check the file as a fresh connection sees
-        it (this thread's page cache may still hold the good pages)."""
-        now = self._clock()
-        if now - self._last_verify < VERIFY_MIN_SECONDS:
-            return  # many failing requests ask at once; one check answers them all
-        self._last_verify = now
-        try:
-            conn = sqlite3.connect(f"file:{self.config.db_path}?mode=ro", uri=True, timeout=5)
-            try:
-                verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-            finally:
-                conn.close()
-        except sqlite3.OperationalError:
-            return  # busy or unavailable, not damage
-        except sqlite3.DatabaseError as exc:
-            verdict = str(exc)
-        if verdict != "ok":
-            raise _IndexLost(
-                f"the index is corrupt ({excerpt(verdict)}; found by a reader: {excerpt(reason)}); rebuilding it"
-            )
-        log.info("index checked after a reader's error (%s): ok", reason)
-
     def _rebuild_index(self, reason: str) -> None:
         log.error("%s", reason)
         self.progress.index_problem = reason
-        self.progress.index_rebuilds += 1
+        self.progress.index_rebuilds = plus(self.progress.index_rebuilds)
         self.progress.phase = "rebuilding"
         try:
             self.writer.close()
@@ -403,23 +333,11 @@ class Service:
         if self._clock() < self._next_suspect_repay:
             return False
         repaid = self.writer.repay_text_debt(suspect=True)
-        self._report_repaid(repaid)
+        note_repaid(self.progress, repaid, self._session_key)
         if repaid.left:
             self._suspect_attempts += 1
             self._next_suspect_repay = self._clock() + retry_delay(self._suspect_attempts, SUSPECT_RETRY_MAX) * 20
         return bool(repaid.done or repaid.left)
-
-    def _report_repaid(self, repaid: Repaid) -> None:
-        for session_id in repaid.done:
-            self.progress.errors.pop(self._session_key(session_id), None)
-        for session_id in repaid.left:
-            self._file_error(self._session_key(session_id), "text index re-feed ran out of time; retried later")
-        for session_id in repaid.quarantined:
-            self._file_error(
-                self._session_key(session_id),
-                "quarantined: its text index re-feed failed repeatedly, so it is only partly searchable"
-                " until its file changes or `piwatch reindex` rebuilds it",
-            )
 
     def _session_key(self, session_id: str) -> str:
         """The errors key of a session: its file, as for every other per-file problem."""
@@ -448,7 +366,7 @@ class Service:
         # files (sessions in use now) at once, so a catch-up never delays a live append's search.
         if self.writer.flush_text(idle=bool(paths) or not self._backlog):
             self.commits.notify()  # what waiters wait for is searchable now
-        self.progress.batches += 1
+        self.progress.batches = plus(self.progress.batches)
         if not self.progress.index_problem:
             self.progress.phase = "idle"
 
@@ -456,9 +374,9 @@ class Service:
         try:
             outcome = self.ingestor.ingest(path)
         except Exception as exc:
-            if _corrupt(exc):
-                raise _IndexLost(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it") from exc
-            if not _transient(exc):
+            if corrupt(exc):
+                raise lost(exc) from exc
+            if not transient(exc):
                 raise  # Ingestor contains every error of a file; anything else is a bug to surface
             self._retry_later(path, exc)
             return None
@@ -467,10 +385,8 @@ class Service:
             # The rest of a large file waits its turn in the backlog: hints for other files come first.
             self._backlog.add(path, _mtime(path))
         self._retries.succeeded(path, self._clock())
-        self.progress.files_ingested += 1
-        self.progress.bytes_ingested += outcome.bytes_read
-        self.progress.events_ingested += outcome.events
-        self._rate.add(self._clock(), self.progress.bytes_ingested)
+        count_file(self.progress, outcome)
+        self._rate.add(self._clock(), self.progress.bytes_ingested or 0)
         # What the scan queued, less what is done: the time left of a catch-up is this over the rate.
         self._backlog.read(outcome.bytes_read)
         if outcome.error:
@@ -479,7 +395,6 @@ class Service:
         else:
             self.progress.errors.pop(path, None)
         if outcome.change.value != "unchanged":
-            self.progress.files_changed += 1
             log.debug("%s %s: %d events, %d bytes", outcome.change.value, path, outcome.events, outcome.bytes_read)
         return outcome
 
@@ -487,7 +402,7 @@ class Service:
         """Nothing of this file was committed (busy, disk full, I/O): try it
         again after a growing delay, whatever the watcher or the scans do."""
         attempts, delay = self._retries.failed(path, self._clock())
-        self.progress.retries += 1
+        self.progress.retries = plus(self.progress.retries)
         message = f"{type(exc).__name__}: {excerpt(str(exc), 120)}; retry {attempts} in {delay:g}s"
         self._file_error(path, message)
         log.warning("ingesting %s failed: %s", path, message)
@@ -499,11 +414,7 @@ class Service:
         return due
 
     def _file_error(self, path: str, message: str) -> None:
-        errors = self.progress.errors
-        errors.pop(path, None)
-        errors[path] = message
-        while len(errors) > _MAX_FILE_ERRORS:
-            errors.pop(next(iter(errors)))
+        note_error(self.progress, path, message)
 
     # -- scans -------------------------------------------------------------------
 
@@ -516,8 +427,8 @@ class Service:
         for path, mtime, unread in result.queue:
             self._backlog.add(path, mtime, unread)
         self.progress.files_known = result.files
-        self.progress.scans += 1
-        self.progress.missed_by_events += result.missed
+        self.progress.scans = plus(self.progress.scans)
+        self.progress.missed_by_events = plus(self.progress.missed_by_events, result.missed)
         self.progress.last_scan = result.report(reason)
         self._next_scan = self._clock() + self.config.scan_interval
         log.info("scan (%s): %d files, %d queued in %.2fs", reason, result.files, len(result.queue), result.seconds)
@@ -536,37 +447,22 @@ class Service:
 
     def snapshot(self) -> wire.ServiceStatus:
         """The service's progress in its one shape, the wire's (also the `service_state` row)."""
-        p = self.progress
-        return wire.ServiceStatus(
+        return structs.replace(
+            self.progress,
             pid=os.getpid(),
-            started_ms=p.started_ms,
             heartbeat_ms=int(time.time() * 1000),
-            phase=p.phase,
             db=str(Path(self.config.db_path)),
             roots=self._watch_status() if self._watch_status else [{"path": r} for r in self.roots],
             warnings=[wire.clip(str(w)) for w in self._watch_warnings()] if self._watch_warnings else [],
             settle=self.config.settle,
             max_latency=self.config.max_latency,
             scan_interval=self.config.scan_interval,
-            files_known=p.files_known,
-            files_ingested=p.files_ingested,
-            files_changed=p.files_changed,
-            bytes_ingested=p.bytes_ingested,
-            events_ingested=p.events_ingested,
-            batches=p.batches,
             backlog_files=len(self._backlog) + self.inbox.pending(),
             backlog_bytes=self._backlog.unread_bytes if self._backlog else 0,
             rate_bytes_per_s=self._rate.rate(self._clock()) if self._backlog else None,
-            scans=p.scans,
-            last_scan=p.last_scan,
-            startup_seconds=p.startup_seconds,
-            missed_by_events=p.missed_by_events,
             removals_vetoed=self._guard.vetoed,
             retrying=len(self._retries),
-            retries=p.retries,
-            index_problem=p.index_problem,
-            index_rebuilds=p.index_rebuilds,
-            errors={path: wire.clip(message) for path, message in p.errors.items()},
+            errors={path: wire.clip(message) for path, message in self.progress.errors.items()},
         )
 
     def _write_state(self, force: bool = False) -> None:
@@ -581,6 +477,6 @@ class Service:
             with self.writer.transaction():
                 self.writer.save_service_state(STATE_KEY, value)
         except sqlite3.Error as exc:
-            if _corrupt(exc):
-                raise _IndexLost(f"the index is corrupt ({excerpt(str(exc))}); rebuilding it") from exc
+            if corrupt(exc):
+                raise lost(exc) from exc
             log.warning("cannot record service state: %s", exc)
