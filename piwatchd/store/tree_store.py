@@ -70,6 +70,33 @@ class _Call:
     evidence: list[FileEvidence]
 
 
+@dataclass(slots=True)
+class _Rows:
+    """One batch's rows, written with one executemany per table."""
+
+    facts: list[tuple[Any, ...]] = field(default_factory=list)
+    edges: list[tuple[Any, ...]] = field(default_factory=list)
+    files: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        if self.facts:
+            conn.executemany(
+                "INSERT OR REPLACE INTO tree_facts(session_id, entry_id, facts) VALUES (?,?,?)", self.facts
+            )
+        if self.edges:
+            conn.executemany(
+                "INSERT INTO relationships(session_id, entry_id, kind, target_session_id, target_entry_id, target_ref,"
+                " provenance, detail) VALUES (?,?,?,?,?,?,?,?)",
+                self.edges,
+            )
+        if self.files:
+            conn.executemany(
+                "INSERT INTO file_evidence(session_id, entry_id, path, mode, source, provenance, raw_path, tool_name,"
+                " call_id) VALUES (?,?,?,?,?,?,?,?,?)",
+                self.files,
+            )
+
+
 class TreeBatch:
     """Per-transaction bookkeeping of one source's ingest; see the module doc."""
 
@@ -87,10 +114,20 @@ class TreeBatch:
     def add(self, header: Header | None, entries: list[Entry]) -> None:
         if header is None or not entries:
             return
-        conn, sid, cwd = self.conn, header.session_id, header.cwd
+        sid = header.session_id
         self.session_id = sid
         self.parent_session = header.parent_session
-        # The later line of a repeated id wins (as in Pi): forget what the earlier one said.
+        batch = self._replace_repeated(sid, entries)
+        rows = _Rows()
+        for e in batch:
+            evidence = self._entry_rows(sid, header.cwd, e, rows)
+            if e.type == "message":
+                self._message_calls(sid, e, evidence, rows)
+        rows.write(self.conn)
+
+    def _replace_repeated(self, sid: str, entries: list[Entry]) -> list[Entry]:
+        """The batch with one entry per id. The later line of a repeated id wins
+        (as in Pi): forget what the earlier one said."""
         last: dict[str, Entry] = {}
         for e in entries:
             last[e.entry_id] = e
@@ -98,73 +135,55 @@ class TreeBatch:
         stale = [e.entry_id for e in batch if e.entry_id in self._seen] if self.full else [e.entry_id for e in batch]
         if stale:
             for table in ("relationships", "file_evidence", "tree_facts"):
-                conn.execute(f"DELETE FROM {table} WHERE session_id=? AND entry_id {IN_IDS}", (sid, id_list(stale)))
+                self.conn.execute(
+                    f"DELETE FROM {table} WHERE session_id=? AND entry_id {IN_IDS}", (sid, id_list(stale))
+                )
         self._seen.update(last)
         self.entries.extend(batch)
-        facts_rows, edge_rows, file_rows = [], [], []
-        for e in batch:
-            data = e.data
-            facts = node_facts(e.type, data)
-            if facts:
-                facts_rows.append((sid, e.entry_id, orjson.dumps(facts).decode()))
-            for edge in entry_edges(data):
-                edge_rows.append(_edge_row(sid, e.entry_id, edge))
-            evidence = entry_file_evidence(data, cwd)
-            if len(evidence) >= MAX_PATHS_PER_EVENT:
-                self.capped.append(e)
+        return batch
+
+    def _entry_rows(self, sid: str, cwd: str | None, e: Entry, rows: _Rows) -> list[FileEvidence]:
+        """One entry's own facts, edges and file evidence (returned: its tool calls' share is kept)."""
+        data = e.data
+        facts = node_facts(e.type, data)
+        if facts:
+            rows.facts.append((sid, e.entry_id, orjson.dumps(facts).decode()))
+        for edge in entry_edges(data):
+            rows.edges.append(_edge_row(sid, e.entry_id, edge))
+        evidence = entry_file_evidence(data, cwd)
+        if len(evidence) >= MAX_PATHS_PER_EVENT:
+            self.capped.append(e)
+        for ev in evidence:
+            rows.files.append(_file_row(sid, e.entry_id, ev))
+        return evidence
+
+    def _message_calls(self, sid: str, e: Entry, evidence: list[FileEvidence], rows: _Rows) -> None:
+        """Tool calls pair with their results: an assistant message's calls are
+        remembered, a tool result is linked to its call and inherits its evidence."""
+        msg = e.data.get("message")
+        if not isinstance(msg, dict):
+            return
+        role = msg.get("role")
+        if role == "assistant":
+            by_call: dict[str, list[FileEvidence]] = {}
             for ev in evidence:
-                file_rows.append(_file_row(sid, e.entry_id, ev))
-            if e.type == "message":
-                msg = data.get("message")
-                if not isinstance(msg, dict):
-                    msg = {}
-                role = msg.get("role")
-                if role == "assistant":
-                    by_call: dict[str, list[FileEvidence]] = {}
-                    for ev in evidence:
-                        if ev.call_id:
-                            by_call.setdefault(ev.call_id, []).append(ev)
-                    for call_id in _call_ids(msg):
-                        self._calls.setdefault(call_id, []).append(
-                            _Call(e.entry_id, e.ordinal, by_call.get(call_id, []))
-                        )
-                elif role == "toolResult" and isinstance(msg.get("toolCallId"), str) and msg["toolCallId"]:
-                    found = self._find_call(sid, msg["toolCallId"], e)
-                    if found is not None:
-                        call, single = found
-                        edge_rows.append(
-                            _edge_row(
-                                sid,
-                                e.entry_id,
-                                Edge(
-                                    "tool-result-for",
-                                    call.entry_id,
-                                    provenance="recorded" if single else "derived",
-                                    detail={
-                                        "toolCallId": msg["toolCallId"],
-                                        **({} if single else {"chosenAmongCandidates": True}),
-                                    },
-                                ),
-                            )
-                        )
-                        for ev in evidence_for_calls(call.evidence):
-                            file_rows.append(_file_row(sid, e.entry_id, ev))
-        if facts_rows:
-            conn.executemany(
-                "INSERT OR REPLACE INTO tree_facts(session_id, entry_id, facts) VALUES (?,?,?)", facts_rows
-            )
-        if edge_rows:
-            conn.executemany(
-                "INSERT INTO relationships(session_id, entry_id, kind, target_session_id, target_entry_id, target_ref,"
-                " provenance, detail) VALUES (?,?,?,?,?,?,?,?)",
-                edge_rows,
-            )
-        if file_rows:
-            conn.executemany(
-                "INSERT INTO file_evidence(session_id, entry_id, path, mode, source, provenance, raw_path, tool_name,"
-                " call_id) VALUES (?,?,?,?,?,?,?,?,?)",
-                file_rows,
-            )
+                if ev.call_id:
+                    by_call.setdefault(ev.call_id, []).append(ev)
+            for call_id in _call_ids(msg):
+                self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal, by_call.get(call_id, [])))
+        elif role == "toolResult" and isinstance(msg.get("toolCallId"), str) and msg["toolCallId"]:
+            self._link_result(sid, e, msg["toolCallId"], rows)
+
+    def _link_result(self, sid: str, e: Entry, call_id: str, rows: _Rows) -> None:
+        found = self._find_call(sid, call_id, e)
+        if found is None:
+            return
+        call, single = found
+        detail = {"toolCallId": call_id, **({} if single else {"chosenAmongCandidates": True})}
+        edge = Edge("tool-result-for", call.entry_id, provenance="recorded" if single else "derived", detail=detail)
+        rows.edges.append(_edge_row(sid, e.entry_id, edge))
+        for ev in evidence_for_calls(call.evidence):
+            rows.files.append(_file_row(sid, e.entry_id, ev))
 
     def _find_call(self, sid: str, call_id: str, result: Entry) -> tuple[_Call, bool] | None:
         candidates = list(self._calls.get(call_id, []))
