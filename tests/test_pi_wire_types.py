@@ -136,6 +136,7 @@ def _tsc() -> list[str]:
     sys.path.insert(0, str(REPO / "tests" / "pi"))
     import pitools
 
+    pitools.ensure_installed()  # pi-tui's types (history.ts imports it) come from Pi's own install in tests/pi
     ts = REPO / "tests" / "ts"
     stamp = ts / "node_modules" / ".piwatch-stamp"
     want = hashlib.sha256((ts / "package-lock.json").read_bytes()).hexdigest()

@@ -35,15 +35,18 @@ function safe<T>(fn: () => T): T | undefined {
 	}
 }
 
-/** The caller map for one tool call; `cutoff` may come from the tool_call handler. */
-export function callerFromContext(ctx: any, toolCallId: string, cutoff?: string, env = process.env): Caller {
+/**
+ * The caller map for one tool call (`cutoff` may come from the tool_call
+ * handler), or without a tool call for /history: cut at the session's leaf.
+ */
+export function callerFromContext(ctx: any, toolCallId?: string, cutoff?: string, env = process.env): Caller {
 	const sm = ctx?.sessionManager;
 	const caller: Caller = {
 		cwd: ctx?.cwd ?? safe(() => sm?.getCwd?.()) ?? process.cwd(),
 		sessionId: safe(() => sm?.getSessionId?.()),
 		sessionFile: safe(() => sm?.getSessionFile?.()),
 		// Without any cutoff the daemon hides the whole current session: the safe default.
-		cutoffEntryId: cutoff ?? findToolCallEntryId(sm, toolCallId) ?? safe(() => sm?.getLeafId?.()) ?? undefined,
+		cutoffEntryId: cutoff ?? (toolCallId ? findToolCallEntryId(sm, toolCallId) : undefined) ?? safe(() => sm?.getLeafId?.()) ?? undefined,
 		toolCallId,
 	};
 	const root = env.PIWATCH_WORKSPACE_ROOT;

@@ -1,5 +1,6 @@
 // piwatch for Pi: event_search, event_read and event_trace over earlier Pi
-// sessions, answered by the piwatchd daemon over its Unix socket.
+// sessions, answered by the piwatchd daemon over its Unix socket, and the
+// /history command (history.ts) for the user.
 //
 // Loaded by Pi through jiti (no build step). Supported: Pi 0.51+ under
 // @mariozechner/pi-coding-agent (tested 0.73.1) and @earendil-works/pi-coding-agent
@@ -8,6 +9,7 @@
 import { callerFromContext, findToolCallEntryId } from "./cutoff.ts";
 import { callDaemon, DaemonError } from "./daemon-client.ts";
 import { boundDetails, formatRead, formatSearch, formatTrace } from "./format.ts";
+import { registerHistory } from "./history.ts";
 import { READ_SCHEMA, readArgs, SEARCH_SCHEMA, searchArgs, TRACE_SCHEMA, traceArgs } from "./tools.ts";
 import type { Freshness, Notice, ReadResult, SearchResult, TraceResult } from "./wire.ts";
 
@@ -133,4 +135,7 @@ export default function piwatch(pi: any): void {
 			return run("trace", a);
 		},
 	});
+
+	// For the person at the keyboard: search as you type, insert a reference.
+	registerHistory(pi);
 }
