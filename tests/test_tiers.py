@@ -232,17 +232,26 @@ _WORDS = ["retry", "retried", "retrying", "loop", "loops", "loadSessionCache", "
     st.lists(st.sampled_from([*_WORDS, "_", "-", ".", " ", "\n"]), max_size=30),
     st.lists(st.sampled_from(_WORDS + ["load_session", '"the loop"', '"retry loop"']), min_size=1, max_size=4),
 )
-def test_matched_words_fast_path_is_the_analysis(tmp_path_factory, body, query):
-    """The word-by-word search for a partial hit's matched words agrees with
-    analyzing the whole text (the definition)."""
-    from piwatchd.text.query import parse_query
+def test_label_masks_are_each_words_own_search(tmp_path_factory, body, query):
+    """A partial hit's matched words come from one index search whose score
+    sums 2^i for each word i a fragment holds: the same words, one by one,
+    as each word's own forms-tier query finds in that fragment."""
+    from piwatchd.text.query import SearchFilters, parse_query
+    from piwatchd.text.tantivy.doc import EventFacts, TextDoc
     from piwatchd.text.tantivy.index import TantivyText
-    from piwatchd.text.tantivy.tiers import _matched_by_analysis, matched_words
+    from piwatchd.text.tantivy.tiers import matched_masks, word_query
 
     text = _TEXT.get("t") or _TEXT.setdefault("t", TantivyText(tmp_path_factory.mktemp("tt") / "ix", writable=True))
+    n = _TEXT["n"] = _TEXT.get("n", 0) + 1
     joined = "".join(w if w in "_-. \n" else f" {w}" for w in body)
+    facts = EventFacts(n, "s", n, "message", "user", None, False, "active", "selected", None, None, False)
+    text.add([TextDoc(n, facts, "user.text", None, joined, None, "")])
+    text.commit()
     terms = parse_query(" ".join(query))
-    assert matched_words(text, terms, [joined]) == _matched_by_analysis(text, terms, joined)
+    mask = matched_masks(text, terms, [n]).get(n, 0)
+    for i, term in enumerate(terms):
+        one = text.top(text.combine([word_query(text, term)], SearchFilters(), [n]), 10)
+        assert bool(mask >> i & 1) == bool(one), (joined, term)
 
 
 _TEXT: dict = {}

@@ -10,17 +10,16 @@ of them in one document. Quoted phrases match as phrases in every tier.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from tantivy import Occur, Query
 
-from ..identifiers import camel_parts, identifier_parts, split_segment
+from ..identifiers import identifier_parts
 from ..query import SearchFilters, Term
 from ..tiers import edits1, idf, rank_repairs, repair_distance
 from .index import FORMS_FIELD, TantivyText
 
-__all__ = ["Repairs", "forms_tokens", "matched_words", "repairs", "word_query", "partial_word_query"]
+__all__ = ["Repairs", "forms_tokens", "matched_masks", "repairs", "word_query", "partial_word_query"]
 
 # Terms listed under the shared prefix of a word that may be 2 edits away.
 PREFIX_CHARS = 3
@@ -192,76 +191,25 @@ def repairs(text: TantivyText, terms: list[Term], filters: SearchFilters) -> Rep
     return Repairs(options[0][0], options[0][1], [], options)
 
 
-def _matched_by_analysis(text: TantivyText, terms: list[Term], joined: str) -> set[str]:
-    """`matched_words` by analyzing the whole text: the definition."""
-    exact = text.tokens(joined)
-    exact_set = set(exact)
-    forms = set(text.forms_analyzer.analyze(joined))
-    forms.update(text.forms_analyzer.analyze(" ".join(camel_parts(joined))))
-    out: set[str] = set()
-    for term in terms:
-        words = text.tokens(term.text)
-        if term.phrase and len(words) > 1:
-            n = len(words)
-            if any(exact[i : i + n] == words for i in range(len(exact) - n + 1)):
-                out.add(term.text)
-            continue
-        tokens = forms_tokens(text, term)
-        if (words and all(w in exact_set for w in words)) or (tokens and all(t in forms for t in tokens)):
-            out.add(term.text)
-    return out
+# Scores are float32: a sum of distinct powers of two is exact up to 2^24.
+_MASK_BITS = 24
+# Fragments of the labelled events fetched at most (an event has a few).
+LABEL_K = 10_000
 
 
-# Candidates verified per stem before the whole text is analyzed instead.
-_MAX_CANDIDATES = 64
-
-
-def _has_word(joined: str, word: str) -> bool:
-    return re.search(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", joined, re.IGNORECASE) is not None
-
-
-def _has_form(text: TantivyText, joined: str, stem: str) -> bool | None:
-    """Whether a word of `joined` (or a camelCase part of one) has this
-    stem; None when there were too many candidates to verify."""
-    prefix = stem[: max(3, len(stem) - 1)]
-    for n, m in enumerate(re.finditer(re.escape(prefix), joined, re.IGNORECASE)):
-        if n >= _MAX_CANDIDATES:
-            return None
-        start, end = m.start(), m.end()
-        while start > 0 and joined[start - 1].isalnum():
-            start -= 1
-        while end < len(joined) and joined[end].isalnum():
-            end += 1
-        word = joined[start:end]
-        if stem in text.forms_analyzer.analyze(word):
-            return True
-        if any(stem in text.forms_analyzer.analyze(part) for part in split_segment(word)):
-            return True
-    return False
-
-
-def matched_words(text: TantivyText, terms: list[Term], bodies: list[str]) -> set[str]:
-    """The query words (term texts) a fragment's text holds, by the forms
-    tier's rule: every token as written (a phrase in order), or every forms
-    token. Searched for word by word (ASCII text); a non-ASCII text (folded
-    forms) or a stem with too many candidates is analyzed whole."""
-    joined = "\n".join(bodies)
-    if not joined.isascii():
-        return _matched_by_analysis(text, terms, joined)
-    out: set[str] = set()
-    for term in terms:
-        words = text.tokens(term.text)
-        if term.phrase and len(words) > 1:
-            pattern = r"(?<![^\W_])" + r"[\W_]+".join(map(re.escape, words)) + r"(?![^\W_])"
-            if re.search(pattern, joined, re.IGNORECASE):
-                out.add(term.text)
-            continue
-        if words and all(_has_word(joined, w) for w in words):
-            out.add(term.text)
-            continue
-        found = [_has_form(text, joined, t) for t in forms_tokens(text, term)]
-        if None in found:
-            return _matched_by_analysis(text, terms, joined)
-        if found and all(found):
-            out.add(term.text)
+def matched_masks(text: TantivyText, terms: list[Term], events: list[int]) -> dict[int, int]:
+    """Which of `terms` each fragment of `events` holds, by the forms tier's
+    rule (`word_query`, so a label never disagrees with the search that
+    found the hit): fragment rowid -> bit mask (bit i: terms[i]). One index
+    search per 24 words: word i scores 2^i, so a fragment's score is the sum
+    of the words it holds."""
+    out: dict[int, int] = {}
+    if not events:
+        return out
+    for start in range(0, len(terms), _MASK_BITS):
+        chunk = terms[start : start + _MASK_BITS]
+        words = [Query.const_score_query(word_query(text, t), float(1 << i)) for i, t in enumerate(chunk)]
+        query = text.combine(words, SearchFilters(), events, min_match=1)
+        for score, frag, _, _ in text.top(query, LABEL_K):
+            out[frag] = out.get(frag, 0) | (round(score) << start)
     return out
