@@ -66,6 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="session directory to watch (repeatable; default: Pi's own session directories and configured extras)",
     )
     p.add_argument("--db", metavar="PATH", help="index database (default: piwatch's state directory)")
+    _add_schedule_args(p)
+    _add_server_args(p)
+    p.add_argument("--version", action="version", version=f"piwatchd {__import__('piwatchd').__version__}")
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default info)",
+    )
+    return p
+
+
+def _add_schedule_args(p: argparse.ArgumentParser) -> None:
+    """When changed files are read, and how often the whole tree is reconciled."""
     p.add_argument(
         "--settle",
         type=float,
@@ -87,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SEC",
         help="full reconciliation scan period; the safety net for lost events (default 300)",
     )
+
+
+def _add_server_args(p: argparse.ArgumentParser) -> None:
+    """The socket and the limits of one request and one connection."""
     p.add_argument(
         "--socket", metavar="PATH", help="socket path (default: $PIWATCH_SOCKET or the per-user runtime directory)"
     )
@@ -112,14 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="close a connection after this many requests; clients reconnect"
         f" (default {ServerLimits.max_requests_per_connection})",
     )
-    p.add_argument("--version", action="version", version=f"piwatchd {__import__('piwatchd').__version__}")
-    p.add_argument(
-        "--log-level",
-        default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="stderr log level (default info)",
-    )
-    return p
 
 
 class Daemon:

@@ -16,6 +16,7 @@ index, a snippet, a stored copy or a read.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -156,81 +157,108 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _message_fragments(
-    p: _Projection, msg: dict[str, Any], meta: dict[str, Any]
-) -> tuple[list[Fragment | None], bool, list[str]]:
-    role = msg.get("role")
-    frags: list[Fragment | None] = []
-    is_error = False
+_Fragments = list[Fragment | None]
+# A message role's projection: (fragments, is_error, tool names); it adds its meta to `meta`.
+_Message = tuple[_Fragments, bool, list[str]]
+
+
+def _user(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> _Message:
+    return [p.fragment(f"text.{i}", FragmentKind.USER_TEXT, t) for i, t in _text_blocks(msg.get("content"))], False, []
+
+
+def _assistant(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> _Message:
+    for key in ("provider", "model", "stopReason", "api", "thinkingLevel", "errorMessage"):
+        if _str(msg.get(key)):
+            meta[key] = msg[key]
+    if "errorMessage" in meta:  # provider errors quote request headers and keys
+        meta["errorMessage"] = p.redact(meta["errorMessage"])[0]
+    frags: _Fragments = []
     tools: list[str] = []
-    if role == "user":
-        frags = [p.fragment(f"text.{i}", FragmentKind.USER_TEXT, t) for i, t in _text_blocks(msg.get("content"))]
-    elif role == "assistant":
-        for key in ("provider", "model", "stopReason", "api", "thinkingLevel", "errorMessage"):
-            if _str(msg.get(key)):
-                meta[key] = msg[key]
-        if "errorMessage" in meta:  # provider errors quote request headers and keys
-            meta["errorMessage"] = p.redact(meta["errorMessage"])[0]
-        is_error = msg.get("stopReason") == "error"
-        content = msg.get("content")
-        for index, block in enumerate(content if isinstance(content, list) else []):
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
-            if btype == "text" and isinstance(block.get("text"), str):
-                frags.append(p.fragment(f"text.{index}", FragmentKind.ASSISTANT_TEXT, block["text"]))
-            elif btype == "toolCall":
-                name = _str(block.get("name")) or "unknown"
-                tools.append(name)
-                frags.append(
-                    p.fragment(
-                        f"call.{index}",
-                        FragmentKind.TOOL_CALL,
-                        normalize_arguments(block.get("arguments")),
-                        meta=name,
-                        tool_name=name,
-                        call_id=_str(block.get("id")),
-                        keep_empty=True,
-                    )
+    content = msg.get("content")
+    for index, block in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "text" and isinstance(block.get("text"), str):
+            frags.append(p.fragment(f"text.{index}", FragmentKind.ASSISTANT_TEXT, block["text"]))
+        elif btype == "toolCall":
+            name = _str(block.get("name")) or "unknown"
+            tools.append(name)
+            frags.append(
+                p.fragment(
+                    f"call.{index}",
+                    FragmentKind.TOOL_CALL,
+                    normalize_arguments(block.get("arguments")),
+                    meta=name,
+                    tool_name=name,
+                    call_id=_str(block.get("id")),
+                    keep_empty=True,
                 )
-    elif role == "toolResult":
-        name = _str(msg.get("toolName")) or "unknown"
-        tools.append(name)
-        is_error = msg.get("isError") is True
-        meta["toolCallId"] = msg.get("toolCallId")
-        details = msg.get("details")
-        if isinstance(details, dict) and "piwatch" in details:
-            meta["piwatch"] = True  # our own Pi tool's output: searchable, hidden by default
-        text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
-        frags.append(
-            p.fragment(
-                "result",
-                FragmentKind.TOOL_RESULT,
-                text,
-                meta=f"{name} error" if is_error else name,
-                tool_name=name,
-                call_id=_str(msg.get("toolCallId")),
-                keep_empty=True,
             )
-        )
-    elif role == "bashExecution":
-        exit_code = msg.get("exitCode")
-        meta["exitCode"] = exit_code
-        for key in ("cancelled", "truncated", "excludeFromContext"):
-            if msg.get(key) is True:
-                meta[key] = True
-        is_error = msg.get("cancelled") is True or (isinstance(exit_code, int) and exit_code != 0)
-        command = _str(msg.get("command")) or ""
-        output = _str(msg.get("output")) or ""
-        frags.append(p.fragment("command", FragmentKind.BASH_COMMAND, command, meta="bash"))
-        frags.append(p.fragment("output", FragmentKind.BASH_OUTPUT, output, meta="bash error" if is_error else "bash"))
-    elif role in ("custom", "hookMessage"):
-        custom_type = _str(msg.get("customType")) or ""
-        meta["customType"] = custom_type
-        text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
-        frags.append(p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
-    # system, developer, synthesized summaries and unknown roles: no searchable text.
-    return frags, is_error, tools
+    return frags, msg.get("stopReason") == "error", tools
+
+
+def _tool_result(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> _Message:
+    name = _str(msg.get("toolName")) or "unknown"
+    is_error = msg.get("isError") is True
+    meta["toolCallId"] = msg.get("toolCallId")
+    details = msg.get("details")
+    if isinstance(details, dict) and "piwatch" in details:
+        meta["piwatch"] = True  # our own Pi tool's output: searchable, hidden by default
+    text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
+    fragment = p.fragment(
+        "result",
+        FragmentKind.TOOL_RESULT,
+        text,
+        meta=f"{name} error" if is_error else name,
+        tool_name=name,
+        call_id=_str(msg.get("toolCallId")),
+        keep_empty=True,
+    )
+    return [fragment], is_error, [name]
+
+
+def _bash_execution(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> _Message:
+    exit_code = msg.get("exitCode")
+    meta["exitCode"] = exit_code
+    for key in ("cancelled", "truncated", "excludeFromContext"):
+        if msg.get(key) is True:
+            meta[key] = True
+    is_error = msg.get("cancelled") is True or (isinstance(exit_code, int) and exit_code != 0)
+    command = _str(msg.get("command")) or ""
+    output = _str(msg.get("output")) or ""
+    return (
+        [
+            p.fragment("command", FragmentKind.BASH_COMMAND, command, meta="bash"),
+            p.fragment("output", FragmentKind.BASH_OUTPUT, output, meta="bash error" if is_error else "bash"),
+        ],
+        is_error,
+        [],
+    )
+
+
+def _custom_role(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> _Message:
+    custom_type = _str(msg.get("customType")) or ""
+    meta["customType"] = custom_type
+    text = "\n".join(t for _, t in _text_blocks(msg.get("content")))
+    return [p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type)], False, []
+
+
+# system, developer, synthesized summaries and unknown roles: no searchable text.
+_ROLES: dict[str, Callable[[_Projection, dict[str, Any], dict[str, Any]], _Message]] = {
+    "user": _user,
+    "assistant": _assistant,
+    "toolResult": _tool_result,
+    "bashExecution": _bash_execution,
+    "custom": _custom_role,
+    "hookMessage": _custom_role,
+}
+
+
+def _message_fragments(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]) -> _Message:
+    role = msg.get("role")
+    project = _ROLES.get(role) if isinstance(role, str) else None
+    return project(p, msg, meta) if project is not None else ([], False, [])
 
 
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage"})
@@ -257,6 +285,102 @@ def _capped(p: _Projection, fragments: list[Fragment], meta: dict[str, Any]) -> 
     return tuple(fragments[:MAX_FRAGMENTS_PER_EVENT])
 
 
+def _custom_message(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    custom_type = _str(data.get("customType")) or ""
+    meta["customType"] = custom_type
+    meta["display"] = data.get("display")
+    text = "\n".join(t for _, t in _text_blocks(data.get("content")))
+    return [p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type)]
+
+
+def _compaction(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    frags = [p.fragment("summary", FragmentKind.SUMMARY_COMPACTION, _str(data.get("summary")) or "")]
+    kept = data.get("firstKeptEntryId")
+    if not isinstance(kept, str) and isinstance(data.get("firstKeptEntryIndex"), int):
+        kept = v1_entry_id(data["firstKeptEntryIndex"])
+    if isinstance(kept, str):
+        meta["firstKeptEntryId"] = kept
+    if isinstance(data.get("tokensBefore"), int):
+        meta["tokensBefore"] = data["tokensBefore"]
+    for key in ("fromHook", "fromExtension"):
+        if data.get(key) is True:
+            meta[key] = True
+    return frags
+
+
+def _branch_summary(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    frags = [p.fragment("summary", FragmentKind.SUMMARY_BRANCH, _str(data.get("summary")) or "")]
+    if isinstance(data.get("fromId"), str):
+        meta["fromId"] = data["fromId"]
+    return frags
+
+
+def _session_info(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    name = data.get("name")
+    if not isinstance(name, str):
+        return []
+    normalized = p.redact(_WHITESPACE.sub(" ", name).strip())[0]
+    meta["name"] = normalized
+    return [p.fragment("name", FragmentKind.SESSION_NAME, normalized)]
+
+
+def _label(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    meta["targetId"] = data.get("targetId")
+    meta["label"] = p.redact(data["label"])[0] if isinstance(data.get("label"), str) else None
+    return []
+
+
+def _model_change(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    meta["provider"] = data.get("provider")
+    meta["modelId"] = data.get("modelId") or data.get("model")
+    return []
+
+
+def _thinking_level_change(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    meta["thinkingLevel"] = data.get("thinkingLevel")
+    return []
+
+
+def _context_edit(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    meta["targetId"] = data.get("targetId")
+    meta["omits"] = data.get("replacement") is None
+    return []
+
+
+def _custom(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    meta["customType"] = data.get("customType")
+    return []
+
+
+def _usage(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    for key in ("kind", "provider", "model"):
+        if _str(data.get(key)):
+            meta[key] = data[key]
+    return []
+
+
+def _leaf(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
+    meta["targetId"] = data.get("targetId")
+    return []
+
+
+# Each entry type's projection (messages have their own table, `_ROLES`): it returns the
+# fragments and adds its meta. Types not listed are kept as events without text or meta.
+_ENTRY_TYPES: dict[str, Callable[[_Projection, dict[str, Any], dict[str, Any]], _Fragments]] = {
+    "custom_message": _custom_message,
+    "compaction": _compaction,
+    "branch_summary": _branch_summary,
+    "session_info": _session_info,
+    "label": _label,
+    "model_change": _model_change,
+    "thinking_level_change": _thinking_level_change,
+    "context_edit": _context_edit,
+    "custom": _custom,
+    "usage": _usage,
+    "leaf": _leaf,
+}
+
+
 def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
     """Project one entry into its event. Never raises on odd shapes.
 
@@ -266,7 +390,7 @@ def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *
     p = _Projection(rules, bounded)
     data = entry.data
     meta: dict[str, Any] = {}
-    frags: list[Fragment | None] = []
+    frags: _Fragments = []
     role: str | None = None
     is_error = False
     tools: list[str] = []
@@ -279,53 +403,10 @@ def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *
             if timestamp_ms is None:
                 timestamp_ms = iso_to_ms(msg.get("timestamp"))
             frags, is_error, tools = _message_fragments(p, msg, meta)
-    elif etype == "custom_message":
-        custom_type = _str(data.get("customType")) or ""
-        meta["customType"] = custom_type
-        meta["display"] = data.get("display")
-        text = "\n".join(t for _, t in _text_blocks(data.get("content")))
-        frags.append(p.fragment("custom", FragmentKind.CUSTOM_MESSAGE, text, meta=custom_type))
-    elif etype == "compaction":
-        frags.append(p.fragment("summary", FragmentKind.SUMMARY_COMPACTION, _str(data.get("summary")) or ""))
-        kept = data.get("firstKeptEntryId")
-        if not isinstance(kept, str) and isinstance(data.get("firstKeptEntryIndex"), int):
-            kept = v1_entry_id(data["firstKeptEntryIndex"])
-        if isinstance(kept, str):
-            meta["firstKeptEntryId"] = kept
-        if isinstance(data.get("tokensBefore"), int):
-            meta["tokensBefore"] = data["tokensBefore"]
-        for key in ("fromHook", "fromExtension"):
-            if data.get(key) is True:
-                meta[key] = True
-    elif etype == "branch_summary":
-        frags.append(p.fragment("summary", FragmentKind.SUMMARY_BRANCH, _str(data.get("summary")) or ""))
-        if isinstance(data.get("fromId"), str):
-            meta["fromId"] = data["fromId"]
-    elif etype == "session_info":
-        name = data.get("name")
-        if isinstance(name, str):
-            normalized = p.redact(_WHITESPACE.sub(" ", name).strip())[0]
-            meta["name"] = normalized
-            frags.append(p.fragment("name", FragmentKind.SESSION_NAME, normalized))
-    elif etype == "label":
-        meta["targetId"] = data.get("targetId")
-        meta["label"] = p.redact(data["label"])[0] if isinstance(data.get("label"), str) else None
-    elif etype == "model_change":
-        meta["provider"] = data.get("provider")
-        meta["modelId"] = data.get("modelId") or data.get("model")
-    elif etype == "thinking_level_change":
-        meta["thinkingLevel"] = data.get("thinkingLevel")
-    elif etype == "context_edit":
-        meta["targetId"] = data.get("targetId")
-        meta["omits"] = data.get("replacement") is None
-    elif etype == "custom":
-        meta["customType"] = data.get("customType")
-    elif etype == "usage":
-        for key in ("kind", "provider", "model"):
-            if _str(data.get(key)):
-                meta[key] = data[key]
-    elif etype == "leaf":
-        meta["targetId"] = data.get("targetId")
+    else:
+        project = _ENTRY_TYPES.get(etype)
+        if project is not None:
+            frags = project(p, data, meta)
     return Event(
         session_id=session_id,
         entry_id=entry.entry_id,

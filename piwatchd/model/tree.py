@@ -235,52 +235,67 @@ def classify(nodes: Iterable[Node], last_id: str | None = None) -> TreeState:
     path: list[str] = []
     if known:
         path, known = selected_path(by_id, leaf_id)
+    if not known:
+        return _unknown_state(by_id)
     branch: dict[str, BranchState] = {}
     selection: dict[str, SelectionState] = {}
-    if not known:
-        for eid, n in by_id.items():
-            branch[eid] = BranchState.UNKNOWN
-            selection[eid] = SelectionState.UNKNOWN if yields_model_message(n) else SelectionState.NOT_APPLICABLE
-        return TreeState(None, False, (), branch, selection)
-
     on_path = set(path)
     for eid, n in by_id.items():
         branch[eid] = BranchState.SELECTED if eid in on_path else BranchState.ALTERNATE
         selection[eid] = SelectionState.NOT_SELECTED if yields_model_message(n) else SelectionState.NOT_APPLICABLE
+    context, comp_idx = _context_range(by_id, path, selection)
+    _mark_context(by_id, context, selection)
+    _mark_summarized_branches(by_id, path, on_path, selection)
+    return TreeState(leaf_id, True, tuple(path), branch, selection, path[comp_idx] if comp_idx is not None else None)
 
-    # Context range of the selected path (Pi's buildContextEntries).
+
+def _unknown_state(by_id: Mapping[str, Node]) -> TreeState:
+    """The leaf or its path cannot be known: every state is unknown."""
+    branch: dict[str, BranchState] = {}
+    selection: dict[str, SelectionState] = {}
+    for eid, n in by_id.items():
+        branch[eid] = BranchState.UNKNOWN
+        selection[eid] = SelectionState.UNKNOWN if yields_model_message(n) else SelectionState.NOT_APPLICABLE
+    return TreeState(None, False, (), branch, selection)
+
+
+def _context_range(
+    by_id: Mapping[str, Node], path: list[str], selection: dict[str, SelectionState]
+) -> tuple[list[str], int | None]:
+    """The context range of the selected path (Pi's buildContextEntries) and the
+    index of its last compaction; marks what that compaction summarized."""
     comp_idx = None
     for i, eid in enumerate(path):
         if by_id[eid].type == "compaction":
             comp_idx = i
-    context: list[str]
     if comp_idx is None:
-        context = path
-    else:
-        comp = by_id[path[comp_idx]]
-        before_state = SelectionState.UNKNOWN if comp.kept_unknown else SelectionState.SUMMARIZED
-        kept_from = comp_idx
-        if not comp.kept_unknown:
-            for i in range(comp_idx):
-                if path[i] == comp.first_kept:
-                    kept_from = i
-                    break
-        context = [comp.entry_id]
+        return path, None
+    comp = by_id[path[comp_idx]]
+    before_state = SelectionState.UNKNOWN if comp.kept_unknown else SelectionState.SUMMARIZED
+    kept_from = comp_idx
+    if not comp.kept_unknown:
         for i in range(comp_idx):
-            n = by_id[path[i]]
-            if i < kept_from:
-                if yields_model_message(n):
-                    selection[n.entry_id] = before_state
-            elif n.type == "message" and n.role == "system":
-                selection[n.entry_id] = (
-                    SelectionState.SUMMARIZED
-                )  # Pi drops it; the compaction's checkpoint replaces it
-            elif n.type == "compaction":
-                selection[n.entry_id] = SelectionState.SUMMARIZED  # listed by Pi, but superseded
-            else:
-                context.append(n.entry_id)
-        context.extend(path[comp_idx + 1 :])
+            if path[i] == comp.first_kept:
+                kept_from = i
+                break
+    context = [comp.entry_id]
+    for i in range(comp_idx):
+        n = by_id[path[i]]
+        if i < kept_from:
+            if yields_model_message(n):
+                selection[n.entry_id] = before_state
+        elif n.type == "message" and n.role == "system":
+            selection[n.entry_id] = SelectionState.SUMMARIZED  # Pi drops it; the compaction's checkpoint replaces it
+        elif n.type == "compaction":
+            selection[n.entry_id] = SelectionState.SUMMARIZED  # listed by Pi, but superseded
+        else:
+            context.append(n.entry_id)
+    context.extend(path[comp_idx + 1 :])
+    return context, comp_idx
 
+
+def _mark_context(by_id: Mapping[str, Node], context: list[str], selection: dict[str, SelectionState]) -> None:
+    """What the model sees of the context: direct, or omitted by a context edit."""
     omitted: dict[str, bool] = {}
     for eid in context:
         n = by_id[eid]
@@ -293,14 +308,17 @@ def classify(nodes: Iterable[Node], last_id: str | None = None) -> TreeState:
         else:
             selection[eid] = SelectionState.NOT_APPLICABLE
 
-    # Abandoned branches represented by a branch summary on the selected path.
+
+def _mark_summarized_branches(
+    by_id: Mapping[str, Node], path: list[str], on_path: set[str], selection: dict[str, SelectionState]
+) -> None:
+    """Abandoned branches represented by a branch summary on the selected path."""
     for eid in path:
         n = by_id[eid]
         if n.type == "branch_summary" and not n.silent:
             for other in abandoned_segment(by_id, n.from_id, n.parent_id):
                 if other not in on_path and selection[other] is SelectionState.NOT_SELECTED:
                     selection[other] = SelectionState.SUMMARIZED
-    return TreeState(leaf_id, True, tuple(path), branch, selection, path[comp_idx] if comp_idx is not None else None)
 
 
 # -- navigation -------------------------------------------------------------

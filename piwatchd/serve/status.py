@@ -13,6 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -83,17 +84,19 @@ def _recorded_service(conn: sqlite3.Connection) -> wire.ServiceStatus | None:
     return svc
 
 
-def collect_status(
-    conn: sqlite3.Connection,
-    db_path: str | os.PathLike[str],
-    *,
-    roots: tuple[str, ...] | None = None,
-    diagnostics_limit: int = 20,
-    exclude_sessions: Sequence[str] = (),
-) -> wire.StatusResult:
-    """Status of the whole index (`roots` None) or of the sessions under `roots`,
-    leaving out the files of `exclude_sessions` (sessions the caller may see
-    only in part: the caller adds back what it may see of them)."""
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """The SQL that selects the caller's sources (`src`) and sessions (`s`)."""
+
+    sources_from: str
+    sources_where: str
+    params: list[object]
+    sessions_where: str
+    session_params: list[object]
+    whole: bool  # the whole index (no roots): every source, including non-session files
+
+
+def _scope(roots: tuple[str, ...] | None, exclude_sessions: Sequence[str]) -> _Scope:
     marks = ",".join("?" * len(exclude_sessions))
     excluded = list(exclude_sessions)
     if roots is None:
@@ -109,15 +112,49 @@ def collect_status(
         params = [*params, *excluded]
         session_where += f" AND s.session_id NOT IN ({marks})"
         session_params = [*session_params, *excluded]
+    return _Scope(scope_from, scope_where, params, session_where, session_params, roots is None)
+
+
+def collect_status(
+    conn: sqlite3.Connection,
+    db_path: str | os.PathLike[str],
+    *,
+    roots: tuple[str, ...] | None = None,
+    diagnostics_limit: int = 20,
+    exclude_sessions: Sequence[str] = (),
+) -> wire.StatusResult:
+    """Status of the whole index (`roots` None) or of the sessions under `roots`,
+    leaving out the files of `exclude_sessions` (sessions the caller may see
+    only in part: the caller adds back what it may see of them)."""
+    scope = _scope(roots, exclude_sessions)
     sessions, events = conn.execute(
-        f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {session_where}", session_params
+        f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {scope.sessions_where}",
+        scope.session_params,
     ).fetchone()
+    sources, file_bytes, consumed_bytes = _sources(conn, scope)
+    db = Path(db_path)
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + engine_of(conn).index_bytes(db)
+    return wire.StatusResult(
+        db=str(db) if roots is None else None,
+        index_bytes=size if roots is None else 0,
+        sources=sources,
+        sessions=sessions,
+        events=events,
+        bytes=wire.BytesStatus(files=file_bytes, ingested=consumed_bytes, backlog=max(0, file_bytes - consumed_bytes)),
+        diagnostics=_diagnostics(conn, scope, diagnostics_limit),
+        redactions=_redactions(conn, scope.sessions_where, scope.session_params),
+        service=_recorded_service(conn),
+    )
+
+
+def _sources(conn: sqlite3.Connection, scope: _Scope) -> tuple[wire.SourcesStatus, int, int]:
+    """Sources by state with the problems among them, and (file bytes, bytes ingested)."""
     by_state = dict.fromkeys(STATES, 0)
     file_bytes = consumed_bytes = 0
     for state, n, size, consumed in conn.execute(
         f"SELECT src.state, count(*), coalesce(sum(max(coalesce(src.size, 0), src.consumed)), 0),"
-        f" coalesce(sum(src.consumed), 0) FROM {scope_from} WHERE {scope_where} GROUP BY src.state",
-        params,
+        f" coalesce(sum(src.consumed), 0) FROM {scope.sources_from} WHERE {scope.sources_where} GROUP BY src.state",
+        scope.params,
     ):
         by_state[state] = n
         file_bytes += size
@@ -129,18 +166,28 @@ def collect_status(
         problems = [
             wire.SourceProblem(path=path, state=state, error=None if error is None else wire.clip(error))
             for path, state, error in conn.execute(
-                f"SELECT src.path, src.state, src.error FROM {scope_from} WHERE {scope_where}"
+                f"SELECT src.path, src.state, src.error FROM {scope.sources_from} WHERE {scope.sources_where}"
                 " AND src.state NOT IN ('ok', 'pending') ORDER BY src.path LIMIT ?",
-                (*params, PROBLEMS_SHOWN),
+                (*scope.params, PROBLEMS_SHOWN),
             )
         ]
-    # Diagnostics of the sources in scope (all of them: no restriction to evaluate).
-    in_scope = "1" if roots is None else f"d.source_id IN (SELECT src.source_id FROM {scope_from} WHERE {scope_where})"
-    diag_by_code = {
+    status = wire.SourcesStatus(total=sum(by_state.values()), by_state=by_state, problems=problems)
+    return status, file_bytes, consumed_bytes
+
+
+def _diagnostics(conn: sqlite3.Connection, scope: _Scope, limit: int) -> wire.DiagnosticsStatus:
+    """Diagnostics of the sources in scope, by code, and the `limit` most recent."""
+    # All sources in the whole index: no restriction to evaluate.
+    in_scope = (
+        "1"
+        if scope.whole
+        else f"d.source_id IN (SELECT src.source_id FROM {scope.sources_from} WHERE {scope.sources_where})"
+    )
+    by_code = {
         code: wire.DiagnosticCount(count=n, repaired=rep or 0)
         for code, n, rep in conn.execute(
             f"SELECT d.code, count(*), sum(d.repaired) FROM diagnostics d WHERE {in_scope} GROUP BY d.code ORDER BY d.code",
-            params,
+            scope.params,
         )
     }
     recent = [
@@ -149,22 +196,10 @@ def collect_status(
             "SELECT src.path, d.byte_offset, d.code, d.message, d.repaired FROM diagnostics d"
             f" JOIN sources src ON src.source_id = d.source_id WHERE {in_scope}"
             " ORDER BY d.rowid DESC LIMIT ?",
-            (*params, diagnostics_limit),
+            (*scope.params, limit),
         )
     ]
-    db = Path(db_path)
-    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + engine_of(conn).index_bytes(db)
-    return wire.StatusResult(
-        db=str(db) if roots is None else None,
-        index_bytes=size if roots is None else 0,
-        sources=wire.SourcesStatus(total=sum(by_state.values()), by_state=by_state, problems=problems),
-        sessions=sessions,
-        events=events,
-        bytes=wire.BytesStatus(files=file_bytes, ingested=consumed_bytes, backlog=max(0, file_bytes - consumed_bytes)),
-        diagnostics=wire.DiagnosticsStatus(by_code=diag_by_code, recent=recent),
-        redactions=_redactions(conn, session_where, session_params),
-        service=_recorded_service(conn),
-    )
+    return wire.DiagnosticsStatus(by_code=by_code, recent=recent)
 
 
 def _redactions(conn: sqlite3.Connection, where: str, params: list[object]) -> wire.RedactionStatus:

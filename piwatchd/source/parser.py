@@ -166,77 +166,92 @@ def _classify_first(obj: Any, offset: int) -> Header | None:
 
 def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
     """Parse complete lines that follow `state`. Pure; raises UnsupportedSource."""
-    entries: list[Entry] = []
-    diagnostics: list[Diagnostic] = []
-    header = state.header
-    header_changed = False
-    entries_seen = state.entries_seen
-    objects_seen = state.objects_seen
-    # Duplicates within this batch are reported here; duplicates of ids
-    # indexed by an earlier batch are reported by the index writer, so the
-    # state stays constant-size and an append costs the same at any file size.
-    seen_ids: set[str] = set()
-    previous_v1_id = state.previous_v1_id
+    batch = _Batch(state)
     for line in lines:
         decoded = decode_line(line)
-        diagnostics.extend(decoded.diagnostics)
+        batch.diagnostics.extend(decoded.diagnostics)
         obj = decoded.value
         if decoded.skipped:
             line = RawLine(line.offset + decoded.skipped, line.data[decoded.skipped :])
         if obj is None:
             continue
-        if header is None:
-            header = _classify_first(obj, line.offset)
-            if header is not None:
-                header_changed = True
-                objects_seen += 1
-            continue
+        if batch.header is None:
+            batch.first(obj, line.offset)
+        else:
+            batch.entry(batch.header, obj, line)
+    new_state = replace(
+        state,
+        header=batch.header,
+        entries_seen=batch.entries_seen,
+        objects_seen=batch.objects_seen,
+        previous_v1_id=batch.previous_v1_id,
+    )
+    return ParseResult(new_state, batch.entries, batch.diagnostics, batch.header_changed)
+
+
+class _Batch:
+    """What one `parse_lines` call has read so far; its counts become the next state."""
+
+    __slots__ = (
+        "diagnostics",
+        "entries",
+        "entries_seen",
+        "header",
+        "header_changed",
+        "objects_seen",
+        "previous_v1_id",
+        "seen_ids",
+    )
+
+    def __init__(self, state: ParserState) -> None:
+        self.entries: list[Entry] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.header = state.header
+        self.header_changed = False
+        self.entries_seen = state.entries_seen
+        self.objects_seen = state.objects_seen
+        self.previous_v1_id = state.previous_v1_id
+        # Duplicates within this batch are reported here; duplicates of ids
+        # indexed by an earlier batch are reported by the index writer, so the
+        # state stays constant-size and an append costs the same at any file size.
+        self.seen_ids: set[str] = set()
+
+    def first(self, obj: Any, offset: int) -> None:
+        """The first object of the file: the header, or an omp title slot before it."""
+        self.header = _classify_first(obj, offset)
+        if self.header is not None:
+            self.header_changed = True
+            self.objects_seen += 1
+
+    def entry(self, header: Header, obj: Any, line: RawLine) -> None:
+        """One line after the header: an entry, or a diagnostic saying why not."""
         if not isinstance(obj, dict):
-            diagnostics.append(Diagnostic("not-object", "line is JSON but not an object", line.offset))
-            continue
+            self.diagnostics.append(Diagnostic("not-object", "line is JSON but not an object", line.offset))
+            return
         etype = obj.get("type")
         if etype in STREAM_EVENT_TYPES:
             raise UnsupportedSource(
                 f"line at byte {line.offset} has type {excerpt(etype)}: this is a `pi --mode json` stream, not a session file"
             )
-        objects_seen += 1
+        self.objects_seen += 1
         if etype == "session":
-            diagnostics.append(
+            self.diagnostics.append(
                 Diagnostic("duplicate-header", "extra session header ignored (Pi uses the first)", line.offset)
             )
-            continue
+            return
         if not isinstance(etype, str):
-            diagnostics.append(Diagnostic("no-type", "entry has no string type; skipped", line.offset))
-            continue
-        if header.format is SourceFormat.V1:
-            entry_id = v1_entry_id(objects_seen - 1)
-            parent_id = previous_v1_id
-            previous_v1_id = entry_id
-            id_recorded = False
-        else:
-            raw_id = obj.get("id")
-            if not isinstance(raw_id, str) or not raw_id:
-                diagnostics.append(Diagnostic("no-id", f"{excerpt(etype)} entry without an id; skipped", line.offset))
-                continue
-            entry_id = raw_id
-            raw_parent = obj.get("parentId")
-            parent_id = raw_parent if isinstance(raw_parent, str) and raw_parent else None
-            id_recorded = True
-            if entry_id in seen_ids:
-                diagnostics.append(
-                    Diagnostic(
-                        "duplicate-id",
-                        f"entry id {excerpt(entry_id)} repeated; the later line's content wins (as in Pi)",
-                        line.offset,
-                    )
-                )
-            seen_ids.add(entry_id)
-        entries.append(
+            self.diagnostics.append(Diagnostic("no-type", "entry has no string type; skipped", line.offset))
+            return
+        ids = self._v1_ids() if header.format is SourceFormat.V1 else self._recorded_ids(obj, etype, line.offset)
+        if ids is None:
+            return
+        entry_id, parent_id, id_recorded = ids
+        self.entries.append(
             Entry(
                 entry_id=entry_id,
                 parent_id=parent_id,
                 type=etype,
-                ordinal=entries_seen,
+                ordinal=self.entries_seen,
                 byte_offset=line.offset,
                 byte_len=line.length,
                 fingerprint=line_fingerprint(line.data),
@@ -244,12 +259,30 @@ def parse_lines(state: ParserState, lines: Iterable[RawLine]) -> ParseResult:
                 id_recorded=id_recorded,
             )
         )
-        entries_seen += 1
-    new_state = replace(
-        state,
-        header=header,
-        entries_seen=entries_seen,
-        objects_seen=objects_seen,
-        previous_v1_id=previous_v1_id,
-    )
-    return ParseResult(new_state, entries, diagnostics, header_changed)
+        self.entries_seen += 1
+
+    def _v1_ids(self) -> tuple[str, str | None, bool]:
+        """v1 has no ids: derived from the position, each entry's parent the one before."""
+        entry_id = v1_entry_id(self.objects_seen - 1)
+        parent_id = self.previous_v1_id
+        self.previous_v1_id = entry_id
+        return entry_id, parent_id, False
+
+    def _recorded_ids(self, obj: dict[str, Any], etype: str, offset: int) -> tuple[str, str | None, bool] | None:
+        """v2/v3: the recorded id and parent; None (and a diagnostic) without an id."""
+        raw_id = obj.get("id")
+        if not isinstance(raw_id, str) or not raw_id:
+            self.diagnostics.append(Diagnostic("no-id", f"{excerpt(etype)} entry without an id; skipped", offset))
+            return None
+        raw_parent = obj.get("parentId")
+        parent_id = raw_parent if isinstance(raw_parent, str) and raw_parent else None
+        if raw_id in self.seen_ids:
+            self.diagnostics.append(
+                Diagnostic(
+                    "duplicate-id",
+                    f"entry id {excerpt(raw_id)} repeated; the later line's content wins (as in Pi)",
+                    offset,
+                )
+            )
+        self.seen_ids.add(raw_id)
+        return raw_id, parent_id, True

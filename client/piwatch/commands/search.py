@@ -43,6 +43,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
     p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
+    _add_filter_args(p_search)
+
+
+def _add_filter_args(p_search: argparse.ArgumentParser) -> None:
+    """Which events may match: session, place, type, time, error, tree state and file filters."""
     p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
     p_search.add_argument("--cwd", metavar="PATH", help="only sessions whose recorded cwd is exactly PATH")
     p_search.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")
