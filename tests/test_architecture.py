@@ -235,3 +235,53 @@ def test_no_import_cycles_in_the_daemon_package():
     assert not found, "import cycles (break them, or import lazily inside the function that needs it):\n" + "\n".join(
         " -> ".join(c) for c in found
     )
+
+
+# -- sizes: functions under 60 lines, modules under 500 -------------------------------
+
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 500
+# Pure tables may be longer: the redaction rules are one table, read top to bottom.
+MODULE_SIZE_EXEMPT = {"piwatchd/model/redact.py"}
+CODE = ("piwatchd", "client/piwatch")
+
+
+def python_files() -> list[Path]:
+    return sorted(p for folder in CODE for p in (REPO / folder).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int, int]]:
+    """(qualified name, first line, length) of each function longer than `limit`
+    lines, decorators included; a nested function counts on its own too."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                    length = (child.end_lineno or child.lineno) - first + 1
+                    if length > limit:
+                        found.append((name, first, length))
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_long_functions_finds_a_long_function():
+    body = "\n".join(f"        x{i} = {i}" for i in range(60))
+    source = f"class C:\n    @staticmethod\n    def short():\n        pass\n\n    def long(self):\n{body}\n"
+    assert long_functions(source) == [("C.long", 6, 61)]
+    assert long_functions(source, limit=61) == []
+
+
+def test_no_function_over_60_lines():
+    problems = []
+    for path in python_files():
+        for name, line, length in long_functions(path.read_text()):
+            problems.append(f"{path.relative_to(REPO)}:{line}: {name} has {length} lines (split it into named steps)")
+    assert not problems, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(problems)
