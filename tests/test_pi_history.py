@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,13 +24,14 @@ import pytest
 from helpers.pi_terminal import ENTER, ESCAPE, PiTerminal
 from helpers.world import wait_for
 from piwatch.client import Client
-from test_pi_extension import WORD, _env, seeded, world
+from test_pi_extension import WORD, _env, pitools, seeded, world
 
 __all__ = ["world"]  # the module-scoped fixture, shared with tests/test_pi_extension.py
 
 pytestmark = [pytest.mark.pi, pytest.mark.slow, pytest.mark.timeout(600)]
 
 ESCAPED_SID = "hist-escape-0001"
+UNIT = Path(__file__).resolve().parent / "pi_e2e" / "history_unit.mjs"
 
 
 def _ready(text: str) -> bool:
@@ -169,3 +171,21 @@ def test_a_daemon_that_is_down_is_said_so(world):
             assert "Esc close" in text  # still the overlay, not a crash
     finally:
         shutil.rmtree(gone.parent, ignore_errors=True)
+
+
+def test_the_overlay_component(world):
+    """history.ts with Pi's own pi-tui and a search whose answers the script orders
+    (out of order, failing), over the copy `piwatch pi install` put in place."""
+    proc = subprocess.run(
+        [pitools.find_node(), str(UNIT), "--ext", str(world.agent / "extensions" / "piwatch")],
+        cwd=UNIT.parent,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    cases = json.loads(proc.stdout)["cases"]
+    assert len(cases) == 7
+    failed = {name: c["detail"] for name, c in cases.items() if not c["ok"]}
+    assert not failed, failed
