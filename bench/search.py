@@ -49,12 +49,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import psutil
 from piwatch.client import Client, PiwatchError
 
 from bench.ingest import BIN, OUT, REPO, corpus, parse_bytes, pct
+from piwatchd.text.identifiers import identifier_parts
 
 ALL = {"all": True}
 COMMON_WORDS = ["error", "function", "return", "file", "test", "const", "import", "the", "self", "value"]
@@ -211,6 +213,28 @@ def corpus_phrases(files: list[dict], n: int, rng: random.Random) -> list[str]:
     return phrases
 
 
+_CAMEL = re.compile(r"\b[a-z]{4,}(?:[A-Z][a-z]{3,}){1,2}\b")
+
+
+def corpus_identifiers(files: list[dict], n: int, rng: random.Random) -> list[str]:
+    """camelCase names from user/assistant text in random session files."""
+    names: list[str] = []
+    for _ in range(n * 20):
+        if len(names) >= n:
+            break
+        f = rng.choice(files)
+        found: set[str] = set()
+        for line in Path(f["path"]).read_bytes().splitlines():
+            msg = json.loads(line).get("message") or {}
+            blocks = msg.get("content") if msg.get("role") in ("user", "assistant") else None
+            for b in blocks if isinstance(blocks, list) else []:
+                if isinstance(b, dict) and b.get("type") == "text":
+                    found.update(_CAMEL.findall(b.get("text", "")))
+        if found:
+            names.append(rng.choice(sorted(found)))
+    return names
+
+
 def project_dirs(files: list[dict], cwd: str) -> list[str]:
     return sorted({str(Path(f["path"]).parent) for f in files if f["cwd"] == cwd})
 
@@ -244,6 +268,7 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
     nothing = [f"zq{rng.getrandbits(40):x}nomatch" for _ in range(n)]
     return {
         **relaxed_queries(phrases, everything, rng),
+        **forms_queries(phrases, corpus_identifiers(files, n, rng), everything),
         "no match, all caller": [q("no match, all caller", t, everything) for t in nothing],
         "no match, cwd caller": [
             q("no match, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}) for t in nothing
@@ -286,6 +311,27 @@ def relaxed_queries(phrases: list[str], paths: list[str], rng: random.Random) ->
             made_up = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(4))
             questions.append(q("partial (question)", f"why did the {words[0]} {words[1]} {made_up}", paths))
     return {"repaired word": typos, "partial (question)": questions}
+
+
+def _inflect(word: str) -> str:
+    """Another inflection of an English word (a rule of thumb; the stem is what counts)."""
+    for end, other in (("ing", "ed"), ("ed", "ing"), ("ies", "y"), ("s", ""), ("e", "ed")):
+        if word.endswith(end):
+            return word[: -len(end)] + other
+    return word + "s"
+
+
+def forms_queries(phrases: list[str], names: list[str], paths: list[str]) -> dict[str, list[dict]]:
+    """Queries for the forms tier: a corpus phrase's words, the longest in
+    another inflection; the case parts of a camelCase name from the corpus
+    (`loadSessionCache` -> `load session cache`)."""
+    inflected = []
+    for p in phrases:
+        words = p.split()
+        w = max(words, key=len)
+        inflected.append(q("inflection", " ".join(_inflect(x) if x == w else x for x in words), paths))
+    parts = [q("identifier parts", " ".join(identifier_parts(n)), paths) for n in names]
+    return {"inflection": inflected, "identifier parts": parts}
 
 
 # -- measurement ------------------------------------------------------------------
@@ -398,7 +444,11 @@ def run_searches(client: Client, queries: list[dict]) -> tuple[list[float], list
         t = time.perf_counter()
         try:
             r = client.search(x["query"], filters=x["filters"], caller=x["caller"], limit=20)
-            out = {"hits": [(h.session_id, h.entry_id) for h in r.hits], "error": None}
+            out = {
+                "hits": [(h.session_id, h.entry_id) for h in r.hits],
+                "tiers": [h.tier for h in r.hits],
+                "error": None,
+            }
         except PiwatchError as exc:
             out = {"hits": [], "error": str(exc)}
         times.append(time.perf_counter() - t)
@@ -555,13 +605,14 @@ def markdown(r: dict, command: str) -> str:
         "",
         "## Search (limit 20)",
         "",
-        "| class | n | p50 ms | p99 ms | max ms | hits/query | errors | rg p50 ms (same queries) | rg / piwatch | goal p50 <= 5, p99 <= 50 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| class | n | p50 ms | p99 ms | max ms | hits/query | hits by tier | errors | rg p50 ms (same queries) | rg / piwatch | goal p50 <= 5, p99 <= 50 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in r["search"].items():
         g = r["rg"][name]
         out.append(
-            f"| {name} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['hitsMean']} | {s['errors']} "
+            f"| {name} | {s['n']} | {s['p50ms']} | {s['p99ms']} | {s['maxms']} | {s['hitsMean']} "
+            f"| {', '.join(f'{k} {v}' for k, v in s.get('hitsByTier', {}).items())} | {s['errors']} "
             f"| {g['rgP50ms']} ({g['n']} q, piwatch {g['piwatchP50msSameQueries']}) | {g['ratioRgOverPiwatch']}x "
             f"| {verdict(s['p50ms'], s['p99ms'], GOALS['search'])} |"
         )
@@ -637,6 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index-only", action="store_true")
     ap.add_argument("--engine", choices=("tantivy", "fts5"), default="tantivy")
     ap.add_argument("--shape", choices=("few-large", "many-small"), default="many-small")
+    ap.add_argument("--classes", help="only the query classes whose names contain one of these comma-separated words")
     ns = ap.parse_args(argv)
     for module in ("piwatchd.serve.api", "piwatchd.text.search", "piwatchd.serve.ops.read", "piwatchd.serve.ops.trace"):
         importlib.import_module(module)  # see revision()
@@ -646,6 +698,11 @@ def main(argv: list[str] | None = None) -> int:
     d, info = indexed_daemon(cdir, ns.engine)
     info["revision"] = rev
     try:
+        if ns.classes and not ns.index_only:
+            report = measure_classes(d, m, cdir / "sessions", ns)
+            report["revision"] = rev
+            print(json.dumps(report, indent=1))
+            return 0
         if not ns.index_only:
             report = measure(d, cdir, m, info, ns)
     finally:
@@ -694,15 +751,7 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
     report["search"], results, times_by = {}, {}, {}
     with RssSampler(d) as rss, ForeignCpu(d) as foreign:
         for name, qs in queries.items():
-            times, out = run_searches(client, qs)
-            times_by[name], results[name] = times, out
-            report["search"][name] = {
-                **summary(times),
-                "errors": sum(1 for o in out if o["error"]),
-                "hitsMean": round(statistics.mean(len(o["hits"]) for o in out), 1),
-                "errorSamples": sorted({o["error"] for o in out if o["error"]})[:3],
-            }
-            log(f"search {name}: {report['search'][name]}")
+            times_by[name], results[name], report["search"][name] = search_class(client, name, qs)
         report["ops"] = measure_ops(client, queries, results, ns.per_class)
         report["status"] = status_latency(client, 100)
         log(f"status: {report['status']}")
@@ -732,6 +781,34 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
         report["revisionAtEnd"] = revision()  # informational: see revision()
     report["queriesSample"] = {name: [x["query"] for x in qs[:10]] for name, qs in queries.items()}
     return report
+
+
+def search_class(client: Client, name: str, qs: list[dict]) -> tuple[list[float], list[dict], dict]:
+    """One class's latencies, results and summary (with the tiers its hits came from)."""
+    times, out = run_searches(client, qs)
+    stats = {
+        **summary(times),
+        "errors": sum(1 for o in out if o["error"]),
+        "hitsMean": round(statistics.mean(len(o["hits"]) for o in out), 1),
+        "errorSamples": sorted({o["error"] for o in out if o["error"]})[:3],
+        "hitsByTier": dict(Counter(t for o in out for t in o.get("tiers", []))),
+    }
+    log(f"search {name}: {stats}")
+    return times, out, stats
+
+
+def measure_classes(d: Daemon, m: dict, sessions: Path, ns: argparse.Namespace) -> dict:
+    """`--classes`: search latency of the named classes only (after a warm-up pass)."""
+    wanted = ns.classes.split(",")
+    queries = build_queries(m, sessions, ns.per_class, random.Random(ns.seed))
+    queries = {k: v for k, v in queries.items() if any(w in k for w in wanted)}
+    client = Client(d.sock, caller=ALL, timeout=60)
+    for qs in queries.values():
+        run_searches(client, qs)
+    with ForeignCpu(d) as foreign:
+        search = {name: search_class(client, name, qs)[2] for name, qs in queries.items()}
+    client.close()
+    return {"search": search, "otherProcessesCpuPercent": foreign.percent, "loadAverage": os.getloadavg()}
 
 
 def status_latency(client: Client, n: int) -> dict:

@@ -35,14 +35,20 @@ TEXTS = {
     "future1": "plans for the future",
     "future2": "the future of the billing service",
     "feature": "turned on the feature flags for beta",
+    # One event, two fragments: its text and its tool call.
+    "spread": [
+        {"type": "text", "text": "reran the flaky suite overnight"},
+        {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "pytest -k quorum_lease"}},
+    ],
 }
 
 
-def _session(sid: str, cwd: Path, texts: dict[str, str]) -> bytes:
+def _session(sid: str, cwd: Path, texts: dict[str, str | list]) -> bytes:
     entries = []
     prev = None
     for i, (key, text) in enumerate(texts.items()):
-        entries.append(msg(key, prev, "user", text, ts=f"2026-05-01T10:00:{i:02d}.000Z"))
+        role = "user" if isinstance(text, str) else "assistant"
+        entries.append(msg(key, prev, role, text, ts=f"2026-05-01T10:00:{i:02d}.000Z"))
         prev = key
     return jsonl(v3_header(sid, str(cwd)), *entries)
 
@@ -172,6 +178,18 @@ def test_partial_names_matched_and_missing_words(served):
         return
     assert hits(r) == [("migration", "partial")]
     assert r.hits[0].matched == ["migration", "script"] and r.hits[0].missing == ["crash"]
+
+
+def test_partial_finds_words_spread_over_an_events_fragments(served):
+    """Each fragment holds one word; the event holds both: a partial hit
+    (never exact: no fragment holds every word), missing nothing."""
+    r = served.search("quorum_lease flaky", limit=5)
+    if served.engine == "fts5":
+        assert hits(r) == []
+        return
+    assert hits(r) == [("spread", "partial")]
+    assert r.hits[0].matched == ["quorum_lease", "flaky"] and r.hits[0].missing == []
+    assert hits(served.search("quorum_lease flaky", exact=True)) == []
 
 
 def test_tiers_never_repeat_an_event_and_exact_turns_them_off(served):

@@ -22,6 +22,7 @@ __all__ = [
     "page_rows",
     "Chooser",
     "chosen_rows",
+    "sort_key",
     "MARK_OPEN",
     "MARK_CLOSE",
 ]

@@ -25,12 +25,21 @@ from tantivy import Query
 
 from ...model.events import Fragment
 from ...store.source_events import project_rows
-from ..hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from ..hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events, sort_key
 from ..identifiers import split_segment
 from ..query import QueryTimeout, SearchRequest, Term, parse_query
 from ..tiers import label, partial_plan
 from .index import TantivyText, text_reader
-from .tiers import Repairs, forms_tokens, matched_masks, partial_word_query, repairs, word_query
+from .tiers import (
+    Repairs,
+    forms_tokens,
+    matched_masks,
+    partial_word_query,
+    repairs,
+    spread_events,
+    word_query,
+    word_weights,
+)
 
 __all__ = ["ranked_page"]
 
@@ -276,18 +285,45 @@ def _tiers(
             break
     plan = partial_plan(fixed.terms)
     if plan is not None and len(seen) < min(request.limit, need):
-        n = text.count()
-        words = [partial_word_query(text, t, n) for t in plan.terms]
+        weights = word_weights(text, list(plan.terms), text.count())
+        words = [partial_word_query(text, t, w) for t, w in zip(plan.terms, weights, strict=True)]
         out.append(_Tier("partial", words, list(plan.terms), plan.min_match))
+        before = len(seen)
         _run(conn, text, request, out[-1], seen, need, deadline)
+        if len(seen) < need:
+            _add_spread(conn, text, request, out[-1], weights, seen, need - before)
     return out, fixed
+
+
+def _add_spread(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    tier: _Tier,
+    weights: list[float],
+    seen: list[int],
+    room: int,
+) -> None:
+    """Merge into the partial tier (by the same IDF sums) the events whose
+    words sit in different fragments (`spread_events`)."""
+    assert tier.min_match is not None
+    spread = spread_events(text, tier.terms, weights, request.filters, seen, tier.min_match)
+    if not spread.weights:
+        return
+    extra = ranked_events(conn, request.filters, {f: (-w, 0) for f, w in spread.weights.items()})
+    mine = {c[2].event_rowid for c in tier.events}
+    del seen[len(seen) - len(mine) :]
+    tier.events = sorted(tier.events + [(s[0], fid, row) for s, fid, row in extra], key=sort_key)[:room]
+    seen += [c[2].event_rowid for c in tier.events]
+    if tier.counts is not None:
+        tier.counts = {**spread.counts, **tier.counts}
 
 
 def _labels(
     tier: _Tier, terms: list[Term], fixed: Repairs, mask: int
 ) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
     """(matched, missing) query words of a hit; None for exact hits. A
-    partial hit's words are those its evidence fragment holds (`mask`, from
+    partial hit's words are those its event holds (`mask`, from
     `matched_masks`); every word matched in the forms and repaired tiers."""
     if tier.name == "exact":
         return None, None
@@ -337,6 +373,6 @@ def ranked_page(
                 continue
             frag = next((f for f in event.fragments if f.fragment_id == ev[1]), None)
             snippets[row.frag_rowid] = _snippet(marks, frag)
-            matched, missing = _labels(tier, terms, fixed, masks.get(row.frag_rowid, 0))
+            matched, missing = _labels(tier, terms, fixed, masks.get(ev[2].event_rowid, 0))
             rows.append(row._replace(words=matched, missing=missing))
     return rows, snippets, fixed.replaced

@@ -10,6 +10,8 @@ of them in one document. Quoted phrases match as phrases in every tier.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tantivy import Occur, Query
@@ -19,7 +21,17 @@ from ..query import SearchFilters, Term
 from ..tiers import edits1, idf, rank_repairs, repair_distance
 from .index import FORMS_FIELD, TantivyText
 
-__all__ = ["Repairs", "forms_tokens", "matched_masks", "repairs", "word_query", "partial_word_query"]
+__all__ = [
+    "Repairs",
+    "Spread",
+    "forms_tokens",
+    "matched_masks",
+    "partial_word_query",
+    "repairs",
+    "spread_events",
+    "word_query",
+    "word_weights",
+]
 
 # Terms listed under the shared prefix of a word that may be 2 edits away.
 PREFIX_CHARS = 3
@@ -70,10 +82,15 @@ def _doc_freq(text: TantivyText, term: Term) -> int:
     return best
 
 
-def partial_word_query(text: TantivyText, term: Term, num_docs: int) -> Query:
+def word_weights(text: TantivyText, terms: list[Term], num_docs: int) -> list[float]:
+    """Each word's IDF (its rarest form): what matching it is worth in the partial tier."""
+    return [idf(_doc_freq(text, t), num_docs) for t in terms]
+
+
+def partial_word_query(text: TantivyText, term: Term, weight: float) -> Query:
     """A word of the partial probe: matching it is worth its IDF, whatever
     its frequency in the document (events rank by the distinct words they hold)."""
-    return Query.const_score_query(word_query(text, term), idf(_doc_freq(text, term), num_docs))
+    return Query.const_score_query(word_query(text, term), weight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,19 +214,79 @@ _MASK_BITS = 24
 LABEL_K = 10_000
 
 
+def _fragment_masks(
+    text: TantivyText, terms: list[Term], filters: SearchFilters, events: Iterable[int]
+) -> list[tuple[int, int, int]]:
+    """(fragment rowid, event rowid, bit mask) of each fragment of `events`
+    that holds one of `terms` (at most 24), by the forms tier's rule
+    (`word_query`): word i scores 2^i, so a fragment's score is the sum of
+    the words it holds. One index search."""
+    words = [Query.const_score_query(word_query(text, t), float(1 << i)) for i, t in enumerate(terms)]
+    query = text.combine(words, filters, events, min_match=1)
+    return [(frag, event, round(score)) for score, frag, event, _ in text.top(query, LABEL_K)]
+
+
 def matched_masks(text: TantivyText, terms: list[Term], events: list[int]) -> dict[int, int]:
-    """Which of `terms` each fragment of `events` holds, by the forms tier's
-    rule (`word_query`, so a label never disagrees with the search that
-    found the hit): fragment rowid -> bit mask (bit i: terms[i]). One index
-    search per 24 words: word i scores 2^i, so a fragment's score is the sum
-    of the words it holds."""
+    """Which of `terms` each of `events` holds, in any of its fragments: event
+    rowid -> bit mask (bit i: terms[i]); one search per 24 words. A label
+    computed so never disagrees with the search that found the hit."""
     out: dict[int, int] = {}
     if not events:
         return out
     for start in range(0, len(terms), _MASK_BITS):
-        chunk = terms[start : start + _MASK_BITS]
-        words = [Query.const_score_query(word_query(text, t), float(1 << i)) for i, t in enumerate(chunk)]
-        query = text.combine(words, SearchFilters(), events, min_match=1)
-        for score, frag, _, _ in text.top(query, LABEL_K):
-            out[frag] = out.get(frag, 0) | (round(score) << start)
+        for _, event, mask in _fragment_masks(text, terms[start : start + _MASK_BITS], SearchFilters(), events):
+            out[event] = out.get(event, 0) | (mask << start)
     return out
+
+
+# The partial tier's second look, for events whose words sit in different
+# fragments (a command and its output, a message and its tool call): the
+# best SPREAD_K fragments of each of the SPREAD_WORDS rarest words name the
+# candidate events, and one mask search over their fragments says which
+# words each holds.
+SPREAD_K = 256
+SPREAD_WORDS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Events holding `min_match` words across their fragments."""
+
+    weights: dict[int, float]  # evidence fragment rowid -> the IDF sum of the event's words
+    counts: dict[int, int]  # event rowid -> its fragments holding a word
+
+
+def spread_events(
+    text: TantivyText,
+    terms: list[Term],
+    weights: list[float],
+    filters: SearchFilters,
+    exclude: list[int],
+    min_match: int,
+) -> Spread:
+    """Events (not in `exclude`) holding at least `min_match` distinct words
+    of `terms` in any of their fragments; each event's evidence is its
+    fragment holding the most weight. At most SPREAD_WORDS + 1 searches."""
+    order = sorted(range(len(terms)), key=lambda i: -weights[i])[:SPREAD_WORDS]
+    candidates: set[int] = set()
+    for i in order:
+        query = text.combine([word_query(text, terms[i])], filters, exclude=exclude)
+        candidates.update(event for _, _, event, _ in text.top(query, SPREAD_K))
+    if not candidates:
+        return Spread({}, {})
+    worth = [weights[i] for i in order]
+    masks: dict[int, int] = {}
+    best: dict[int, tuple[float, int]] = {}
+    counts: Counter[int] = Counter()
+    for frag, event, mask in _fragment_masks(text, [terms[i] for i in order], filters, sorted(candidates)):
+        masks[event] = masks.get(event, 0) | mask
+        held = sum(w for j, w in enumerate(worth) if mask >> j & 1)
+        counts[event] += 1
+        if event not in best or held > best[event][0]:
+            best[event] = (held, frag)
+    out = {
+        best[event][1]: sum(w for j, w in enumerate(worth) if mask >> j & 1)
+        for event, mask in masks.items()
+        if mask.bit_count() >= min_match
+    }
+    return Spread(out, dict(counts))
