@@ -1,6 +1,6 @@
 // The daemon's wire contract, as TypeScript types: the shapes of requests and
 // responses the extension sends and reads. The contract is defined once, in
-// Python (client/piwatch/wire.py, msgspec), and exported as JSON Schema
+// Python (client/piwatch/wire/, msgspec), and exported as JSON Schema
 // (client/piwatch/wire_schema.json); tests/test_pi_tool_text.py checks that
 // every interface here has exactly the fields of the schema type of the same
 // name, with the same required-ness and nullability.
