@@ -285,3 +285,15 @@ def test_no_function_over_60_lines():
         for name, line, length in long_functions(path.read_text()):
             problems.append(f"{path.relative_to(REPO)}:{line}: {name} has {length} lines (split it into named steps)")
     assert not problems, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(problems)
+
+
+def test_no_module_over_500_lines():
+    problems = []
+    for path in python_files():
+        rel = path.relative_to(REPO).as_posix()
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and rel not in MODULE_SIZE_EXEMPT:
+            problems.append(f"{rel}: {lines} lines (split it by role)")
+    for rel in sorted(MODULE_SIZE_EXEMPT):
+        assert (REPO / rel).is_file(), f"{rel} is exempt from the size limit but does not exist"
+    assert not problems, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(problems)

@@ -171,7 +171,7 @@ def test_an_unexpected_error_is_recorded_against_its_file(index_dir, monkeypatch
     """The last line of defence: an error no rule foresaw (simulated in the
     projection) marks that file with the byte offset reached; the other files
     are indexed, and the file is retried only when it changes."""
-    import piwatchd.ingest.ingestor as ingest
+    import piwatchd.ingest.chunks as ingest
 
     index_dir.write("good.jsonl", session("s-good"))
     bad = index_dir.write("bad.jsonl", session("s-bad") + jsonl(msg("s-bad-b", "s-bad-a", "user", "boom")))
