@@ -3,9 +3,17 @@ append → found by a polled search, 1,000 idle follows' memory, and search
 latency beside them.
 
     python -m bench.follow [--appends 30]
+    python -m bench.follow --bytes 1G [--shape many-small] [--appends 200] [--active 100]
 
-Uses the test suite's small sessions and daemon harness (tests/test_daemon.py)
-with `--settle 0.02 --max-latency 0.2`; prints one line per figure.
+Without `--bytes`: the test suite's small sessions and daemon harness
+(tests/helpers/world.py) with `--settle 0.02 --max-latency 0.2`; prints one
+line per figure. With `--bytes`: piwatchd (default settings) on
+bench/search.py's cached corpus and index, plus a scratch session root the
+appends go to (the cached corpus is never written); measures each append's
+time to a follow update and to a search that finds it (the same append), and
+search latency (bench/search.py's query classes) beside `--active` follows
+that each get a hit with every append, against the same load without them.
+Report: bench/out/follow-<bytes>-<shape>.json and .md.
 """
 
 from __future__ import annotations
@@ -22,10 +30,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from helpers.world import Appender, World, write
 from piwatch import wire
 from piwatch.protocol import PROTOCOL_VERSION, recv_frame, send_frame
-from test_daemon import World, write
-from test_follow import Appender, _raw_follow
+from test_follow import _raw_follow
 
 
 def _q(xs: list[float]) -> str:
@@ -70,7 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--appends", type=int, default=30)
     ap.add_argument("--idle", type=int, default=1000)
+    ap.add_argument("--bytes", help="run on bench/search.py's cached corpus of this size (1G) instead")
+    ap.add_argument("--shape", choices=("few-large", "many-small"), default="many-small")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--active", type=int, default=100, help="active follows beside the searches (with --bytes)")
+    ap.add_argument("--per-class", type=int, default=100, help="searches per query class (with --bytes)")
     ns = ap.parse_args(argv)
+    if ns.bytes:
+        from bench.follow_big import run
+
+        return run(ns)
     w = World(Path(tempfile.mkdtemp(dir="/tmp")))
     w.root.mkdir()
     write(w.root, "a", "s-proj", str(w.proj), "kraken release notes", "kraken answer")
