@@ -185,3 +185,22 @@ def test_rank_repairs_bound_never_drops_a_close_term(word, terms):
     assert rank_repairs(word, vocabulary) == expected
     near = {t: 1 for t in vocabulary if edit_distance(word, t, 1) == 1}
     assert rank_repairs(word, vocabulary, 3, near) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="abAB_- .\nxéÉİ1", max_size=60),
+    st.sets(st.sampled_from(["a", "ab", "ba", "abab", "x1", "é"]), min_size=1, max_size=3),
+)
+def test_snippet_word_finder_is_the_regex(body, tokens):
+    """Snippet marks find whole words by `str.find` on the lower-cased text
+    and a boundary check: the same spans as the case-insensitive regex with
+    word-boundary look-arounds (the definition)."""
+    from piwatchd.text.tantivy.search import _lower, _match_pattern, _whole_words
+
+    words = frozenset(tokens)
+    expected = [m.span() for m in _match_pattern(words).finditer(body)]
+    assert _whole_words(body, _lower(body), words, 0, len(body)) == expected
+    lo, hi = len(body) // 3, 2 * len(body) // 3
+    # A window's words are words of the whole text (a cut word is not one).
+    assert _whole_words(body, _lower(body), words, lo, hi) == [(s, e) for s, e in expected if lo <= s and e <= hi]

@@ -244,7 +244,7 @@ def matched_masks(text: TantivyText, terms: list[Term], events: list[int]) -> di
 # best SPREAD_K fragments of each of the SPREAD_WORDS rarest words name the
 # candidate events, and one mask search over their fragments says which
 # words each holds.
-SPREAD_K = 256
+SPREAD_K = 128
 SPREAD_WORDS = 8
 
 
