@@ -11,11 +11,11 @@ sources. `transient` and `corrupt` classify the errors a commit can raise.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 from collections.abc import Callable
 
 from ..model.events import excerpt
+from ..store.indexfile import file_identity
 
 __all__ = ["VERIFY_MIN_SECONDS", "IndexLost", "IndexWatch", "corrupt", "lost", "transient"]
 
@@ -53,20 +53,13 @@ class IndexWatch:
         self._id: tuple[int, int] | None = None
         self._last_verify = -VERIFY_MIN_SECONDS
 
-    def _stat(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.db_path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
-
     def remember(self) -> None:
         """The index was (re)opened: this file is the one to keep writing."""
-        self._id = self._stat()
+        self._id = file_identity(self.db_path)
 
     def check(self) -> None:
         """A stat per turn: the file we write must still be the index readers open."""
-        if self._stat() != self._id:
+        if file_identity(self.db_path) != self._id:
             raise IndexLost("the index file was removed or replaced while piwatchd ran; rebuilding it")
 
     def verify(self, reason: str) -> None:

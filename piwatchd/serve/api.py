@@ -27,6 +27,7 @@ from piwatch import wire
 from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, ProtocolError
 
 from ..ingest.commits import CommitSignal
+from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
 from .auth import CallerScope, ScopeError, is_under, resolve_scope
 from .ops.follow import events_after, follow_hits, newest_event
@@ -55,7 +56,7 @@ class ReaderPool:
 
     def get(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
-        identity = self._identity()
+        identity = file_identity(self.db_path)
         if conn is not None and identity != getattr(self._local, "identity", None):
             # The index was rebuilt (a new file at the path): a long-lived
             # connection must not keep reading the discarded one.
@@ -66,13 +67,6 @@ class ReaderPool:
             self._local.conn = conn
             self._local.identity = identity
         return conn
-
-    def _identity(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.db_path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
 
     def reset(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -36,6 +36,7 @@ __all__ = [
     "IndexBusy",
     "NotAnIndex",
     "discard_index",
+    "file_identity",
     "hold_lock",
     "lock_index",
     "open_or_rebuild",
@@ -64,6 +65,16 @@ def _tighten(path: Path, mode: int) -> None:
         return
     if st.st_uid == os.getuid() and not stat.S_ISLNK(st.st_mode) and stat.S_IMODE(st.st_mode) & ~mode:
         os.chmod(path, mode)
+
+
+def file_identity(db_path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of the index file, None when there is none: a file removed
+    or replaced at the same path (a rebuild) has another identity."""
+    try:
+        st = os.stat(db_path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def prepare_index_path(db_path: str | os.PathLike[str]) -> Path:

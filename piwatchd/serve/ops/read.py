@@ -212,10 +212,7 @@ def read(args: wire.ReadArgs, req: OpRequest) -> wire.ReadResult:
         raise bad_request(
             "unredacted is allowed only for the local CLI with caller all: true (`piwatch read --all --unredacted`)"
         )
-    with req.limited():
-        req.require_event(args.session_id, args.entry_id)
-        result = event_read(DbTreeView(req.vis.conn, args.session_id), args)
-    req.sessions = [args.session_id]
+    result = req.on_event(args.session_id, args.entry_id, lambda view: event_read(view, args))
     return req.vis.filter_read(result)
 
 

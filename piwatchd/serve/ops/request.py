@@ -14,11 +14,13 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from piwatch import wire
 from piwatch.protocol import ErrorCode, ProtocolError
 
 from ...source.reader import open_source
+from ...store.tree_store import DbTreeView
 from ...text.search import QueryTimeout, time_limit
 from ..visibility import NOT_FOUND_MESSAGE, Visibility
 
@@ -36,6 +38,7 @@ __all__ = [
 # slot(deadline, heavy=False): a request slot (the server's are shared fairly between clients;
 # an expensive request takes a heavy one).
 Slot = Callable[..., contextlib.AbstractContextManager[None]]
+T = TypeVar("T")
 SHORT_VALUE_CHARS = 1000  # a recorded name or cwd in a listing; the full value is in the source file
 _TAIL_SCAN_MAX = 8 << 20  # bytes after the indexed end read to find a complete line
 
@@ -95,6 +98,15 @@ class OpRequest:
         """Not found unless the caller may see this event (hidden looks missing)."""
         if not self.vis.event_visible(session_id, entry_id):
             raise not_found()
+
+    def on_event(self, session_id: str, entry_id: str, body: Callable[[DbTreeView], T]) -> T:
+        """`body` over the session's tree, within the request's limits, once the caller
+        may see the event (read and trace); the answer names that session."""
+        with self.limited():
+            self.require_event(session_id, entry_id)
+            result = body(DbTreeView(self.vis.conn, session_id))
+        self.sessions = [session_id]
+        return result
 
 
 def file_progress(path: str, consumed: int) -> tuple[int | None, bool]:

@@ -154,10 +154,7 @@ def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[wire.Re
 
 def trace(args: wire.TraceArgs, req: OpRequest) -> wire.TraceResult:
     """An event's trace; nodes and targets the caller may not see are dropped."""
-    with req.limited():
-        req.require_event(args.session_id, args.entry_id)
-        result = event_trace(DbTreeView(req.vis.conn, args.session_id), args)
-    req.sessions = [args.session_id]
+    result = req.on_event(args.session_id, args.entry_id, lambda view: event_trace(view, args))
     return req.vis.filter_trace(result)
 
 
