@@ -21,9 +21,36 @@ class Clock:
 
 def test_due_paths_table():
     marks = {"quiet": (0.0, 1.0), "busy": (0.0, 9.9), "new": (9.95, 9.95)}
-    # settle 0.5: "quiet" settled; "busy" never settles but reached max latency 5; "new" waits.
-    due, next_due = due_paths(marks, 10.0, 0.5, 5.0)
+    # Each was read just before its first mark. settle 0.5: "quiet" settled;
+    # "busy" never settles but reached max latency 5; "new" waits.
+    taken = {path: first - 0.1 for path, (first, _) in marks.items()}
+    due, next_due = due_paths(marks, 10.0, 0.5, 5.0, taken)
     assert sorted(due) == ["busy", "quiet"] and next_due == 10.45
+
+
+def test_a_path_marked_after_a_quiet_spell_is_due_at_once():
+    marks = {"isolated": (9.9, 9.9), "never": (9.9, 9.9), "again": (9.9, 9.95), "burst": (9.9, 9.95)}
+    # "isolated" was last taken 1 s ago, "never" never: due at their first mark.
+    # "again" was taken 0.2 s before its first mark: it coalesces (settle 0.5 after its last mark).
+    taken = {"isolated": 9.0, "again": 9.7, "burst": 9.8}
+    due, next_due = due_paths(marks, 10.0, 0.5, 5.0, taken)
+    assert sorted(due) == ["isolated", "never"] and next_due == 10.45
+
+
+def test_an_isolated_mark_is_taken_at_once_and_a_burst_coalesces():
+    clock = Clock()
+    inbox = Inbox(clock)
+    inbox.mark("/a.jsonl")
+    assert inbox.take(0.05, 1.0).due == ["/a.jsonl"]  # no settle wait
+    clock.now += 0.01
+    inbox.mark("/a.jsonl")  # right after it was read: waits for the burst to settle
+    work = inbox.take(0.05, 1.0)
+    assert work.due == [] and work.next_due == clock.now + 0.05
+    clock.now += 0.05
+    assert inbox.take(0.05, 1.0).due == ["/a.jsonl"]
+    clock.now += 0.2
+    inbox.mark("/a.jsonl")  # quiet again: at once
+    assert inbox.take(0.05, 1.0).due == ["/a.jsonl"]
 
 
 @given(st.floats(0, 10), st.floats(0.01, 10), st.lists(st.floats(0, 100), min_size=1, max_size=20))

@@ -9,7 +9,8 @@ latency), a directory appeared (`mark_dir`), reconcile everything
 (`request_reconcile`), re-read a file or everything from scratch
 (`request_rebuild`), verify the index file a reader found damaged
 (`request_index_check`). Paths are *due* when quiet for `settle` seconds, or first
-marked at least `max_latency` ago. The second rule is why a debouncer that
+marked at least `max_latency` ago; a path marked first after a quiet spell
+is due at once (`due_paths`). The max-latency rule is why a debouncer that
 restarts its timer on every event is not enough: a file Pi appends to
 continuously would never settle, so it would never be ingested.
 """
@@ -25,14 +26,25 @@ __all__ = ["Inbox", "Work", "due_paths"]
 
 
 def due_paths(
-    marks: dict[str, tuple[float, float]], now: float, settle: float, max_latency: float
+    marks: dict[str, tuple[float, float]],
+    now: float,
+    settle: float,
+    max_latency: float,
+    taken: dict[str, float] | None = None,
 ) -> tuple[list[str], float | None]:
     """Split `marks` (path -> (first, last) mark time): the paths due now, and
-    the earliest time another one becomes due (None when nothing waits). Pure."""
+    the earliest time another one becomes due (None when nothing waits). Pure.
+
+    `taken` (path -> when it was last taken): a path marked first after
+    `settle` quiet seconds since it was last taken is due at once (an
+    isolated append waits for nothing); marks that follow within `settle`
+    coalesce as above, so a file is read at most about once per `settle`."""
     due: list[str] = []
     next_due: float | None = None
     for path, (first, last) in marks.items():
-        when = min(last + settle, first + max_latency)
+        before = taken.get(path) if taken else None
+        leading = before is None or first - before >= settle
+        when = first if leading else min(last + settle, first + max_latency)
         if when <= now:
             due.append(path)
         elif next_due is None or when < next_due:
@@ -57,6 +69,7 @@ class Inbox:
         self._clock = clock
         self._cond = threading.Condition()
         self._marks: dict[str, tuple[float, float]] = {}
+        self._taken: dict[str, float] = {}  # path -> when last taken, kept for `settle` seconds
         self._dirs: set[str] = set()
         self._reconcile: list[str] = []
         self._rebuilds: list[str | None] = []
@@ -116,9 +129,12 @@ class Inbox:
 
     def take(self, settle: float, max_latency: float) -> Work:
         with self._cond:
-            due, next_due = due_paths(self._marks, self._clock(), settle, max_latency)
+            now = self._clock()
+            due, next_due = due_paths(self._marks, now, settle, max_latency, self._taken)
+            self._taken = {p: t for p, t in self._taken.items() if now - t < settle}
             for path in due:
                 del self._marks[path]
+                self._taken[path] = now
             work = Work(self._rebuilds, self._reconcile, sorted(self._dirs), self._index_check, due, next_due)
             self._rebuilds, self._reconcile, self._dirs, self._index_check = [], [], set(), None
             self._posts_taken = self._posts

@@ -262,6 +262,9 @@ class Service:
         for when in (work.next_due, self._retries.next_time()):
             if when is not None:
                 wait_until = min(wait_until, when)
+        text_due = self.writer.text_due() if self.inbox.pending() == 0 else None
+        if text_due is not None:  # a deferred text commit (`maintain_text` makes it)
+            wait_until = min(wait_until, self._clock() + text_due)
         timeout = max(0.0, wait_until - self._clock())
         if timeout > 0 and not worked:
             self.inbox.wait(timeout)

@@ -13,7 +13,8 @@ import sqlite3
 from pathlib import Path
 
 from ..model.redact import Rules
-from ..text.engine import DEFAULT_ENGINE, all_engines, engine_named, index_engine
+from ..text.engine import DEFAULT_ENGINE, all_engines, engine_named, engine_of, index_engine
+from .ids import id_list
 from .redaction import record_rules, stored_fingerprint
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "open_reader",
     "ensure_schema",
     "SchemaMismatch",
+    "owed_param",
+    "owed_sql",
     "searchable_bytes",
 ]
 
@@ -213,14 +216,31 @@ CREATE TABLE service_state (
 """
 
 
+def owed_sql(session: str, *, suspects: bool = True) -> str:
+    """SQL: the session in column `session` waits for its text to be
+    searchable (a `text_debt` row the engine cannot search around yet);
+    `suspects`: whether a session whose re-feed failed before counts. One
+    parameter: `owed_param(conn)`."""
+    suspect = "" if suspects else " AND d.attempts = 0"
+    return (
+        f"EXISTS (SELECT 1 FROM text_debt d WHERE d.session_id = {session}{suspect}"
+        " AND NOT (d.attempts = 0 AND d.session_id IN (SELECT value FROM json_each(?))))"
+    )
+
+
+def owed_param(conn: sqlite3.Connection) -> str:
+    """`owed_sql`'s parameter: the owed sessions this process searches anyway
+    (the Tantivy writer's overlay holds their changes)."""
+    return id_list(engine_of(conn).searchable_owed(conn))
+
+
 def searchable_bytes(conn: sqlite3.Connection, path: str) -> int | None:
     """How much of a source file is searchable: its checkpoint, or 0 while its
-    session still waits for the text index to commit (`text_debt`); None when
+    session still waits for its text to be searchable (`owed_sql`); None when
     the file is not indexed."""
     row = conn.execute(
-        "SELECT consumed, EXISTS (SELECT 1 FROM text_debt d WHERE d.session_id = sources.session_id)"
-        " FROM sources WHERE path=?",
-        (path,),
+        f"SELECT consumed, {owed_sql('sources.session_id')} FROM sources WHERE path=?",
+        (owed_param(conn), path),
     ).fetchone()
     if row is None:
         return None

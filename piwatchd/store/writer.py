@@ -108,6 +108,10 @@ class IndexWriter:
         """One bounded step of the engine's idle maintenance; True while there is more."""
         return self.text.maintain()
 
+    def text_due(self) -> float | None:
+        """Seconds until the engine has deferred work due (None: nothing deferred)."""
+        return self.text.due()
+
     def repay_text_debt(self, *, suspect: bool = False) -> Repaid:
         """Re-feed sessions the text index may lag (after a crash); nothing when the engine keeps none."""
         return self.text.repay(suspect=suspect)

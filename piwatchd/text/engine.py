@@ -93,7 +93,13 @@ class TextWriter(Protocol):
         ...
 
     def maintain(self) -> bool:
-        """One bounded step of idle maintenance; True while there is more to do."""
+        """One bounded step of idle maintenance (a deferred commit included);
+        True while there is more to do."""
+        ...
+
+    def due(self) -> float | None:
+        """Seconds until `maintain` has deferred work due (the ingest thread
+        wakes for it); None when nothing is deferred."""
         ...
 
     def repay(self, *, suspect: bool = False) -> Repaid:
@@ -135,6 +141,11 @@ class TextEngine(Protocol):
 
     def index_bytes(self, db_path: Path) -> int:
         """Bytes the engine keeps outside the SQLite file."""
+        ...
+
+    def searchable_owed(self, conn: sqlite3.Connection) -> frozenset[str]:
+        """Sessions in `text_debt` (attempts 0) whose text this process can
+        search anyway (changes not yet durable in the engine's own index)."""
         ...
 
     def side_paths(self, db_path: Path) -> Sequence[Path]:

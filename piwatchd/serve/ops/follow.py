@@ -12,6 +12,7 @@ import sqlite3
 
 from piwatch import wire
 
+from ...store.schema import owed_param, owed_sql
 from .request import OpRequest
 from .search import search
 
@@ -46,12 +47,12 @@ def newest_event(conn: sqlite3.Connection) -> int:
 
 def events_after(conn: sqlite3.Connection, rowid: int, limit: int) -> list[int]:
     """Searchable events above `rowid`, ascending: up to the first whose session still
-    waits for the text index to commit (its `text_debt`), so none is passed over unseen.
+    waits for its text to be searchable (`owed_sql`), so none is passed over unseen.
     A session whose re-feed failed before (attempts > 0) holds nobody up."""
     rows = conn.execute(
-        "SELECT e.event_rowid, EXISTS (SELECT 1 FROM text_debt d WHERE d.session_id = e.session_id"
-        " AND d.attempts = 0) FROM events e WHERE e.event_rowid > ? ORDER BY e.event_rowid LIMIT ?",
-        (rowid, limit),
+        f"SELECT e.event_rowid, {owed_sql('e.session_id', suspects=False)}"
+        " FROM events e WHERE e.event_rowid > ? ORDER BY e.event_rowid LIMIT ?",
+        (owed_param(conn), rowid, limit),
     )
     out: list[int] = []
     for event, owed in rows:

@@ -93,6 +93,9 @@ class Fts5Writer:
             return False
         return True
 
+    def due(self) -> float | None:
+        return None  # nothing deferred: `maintain` runs when idle anyway
+
     def repay(self, *, suspect: bool = False) -> Repaid:
         return Repaid()  # the text committed with its rows: nothing is owed
 
@@ -128,6 +131,9 @@ class Fts5Engine:
         chooser: Chooser | None = None,
     ) -> RankedPage:
         return RankedPage(*search.ranked_page(conn, request, need, deadline, chooser))
+
+    def searchable_owed(self, conn: sqlite3.Connection) -> frozenset[str]:
+        return frozenset()  # FTS5 owes nothing: its text commits with the rows
 
     def index_bytes(self, db_path: Path) -> int:
         return 0  # inside the SQLite file

@@ -16,7 +16,7 @@ from ..hits import Chooser
 from ..query import SearchRequest
 from . import search
 from .feed import TextFeed
-from .index import text_dir
+from .index import searchable_owed, text_dir
 
 __all__ = ["ENGINE", "TantivyEngine"]
 
@@ -42,6 +42,9 @@ class TantivyEngine:
         chooser: Chooser | None = None,
     ) -> RankedPage:
         return RankedPage(*search.ranked_page(conn, request, need, deadline, chooser))
+
+    def searchable_owed(self, conn: sqlite3.Connection) -> frozenset[str]:
+        return searchable_owed(conn)
 
     def index_bytes(self, db_path: Path) -> int:
         """The segment files' sizes. Tantivy writes and deletes temporary and

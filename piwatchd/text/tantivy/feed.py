@@ -29,14 +29,18 @@ from ..engine import Repaid
 from .doc import EventFacts, TextDoc
 from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 
-__all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "REPAY_SECONDS", "TextFeed"]
+__all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "QUIET_SECONDS", "REPAY_SECONDS", "TextFeed"]
 
 log = logging.getLogger("piwatchd.text")
 
-# While work keeps coming, the text index commits at most this often (each
-# commit is an fsync and a new segment); when the writer goes idle it commits
-# at once, so an append is searchable within one ingest turn.
+# While work keeps coming, the text index commits to disk at most this often
+# (each commit is an fsync and a new segment). While live, a change is
+# searchable at once from the overlay (`overlay.py`), and the disk commits
+# once no change came for QUIET_SECONDS, or COMMIT_INTERVAL after the first
+# change it lacks; during a catch-up (no overlay) it commits when the backlog
+# is done, or every COMMIT_INTERVAL.
 COMMIT_INTERVAL = 1.0
+QUIET_SECONDS = 0.25
 _CHUNK = 5000
 # A session's re-feed runs at most this long per attempt, and is attempted at most this often.
 REPAY_SECONDS = 60.0
@@ -55,6 +59,7 @@ class TextFeed:
         self._ops: list[tuple[Any, ...]] = []
         self._owed: set[str] = set()
         self._last_commit = time.monotonic()
+        self._unsynced: tuple[float, float] | None = None  # (first, last) change the disk lacks
         self.text = self._adopt(text_dir(db_file_of(conn)))
         register_text(self.text)
 
@@ -96,6 +101,8 @@ class TextFeed:
         pass  # their text reaches the text index after COMMIT (`add_events`)
 
     def _owe(self, session_id: str) -> None:
+        assert self.text.overlay is not None
+        self.text.overlay.changing(session_id)
         if session_id not in self._owed:
             self.conn.execute("INSERT OR IGNORE INTO text_debt(session_id) VALUES (?)", (session_id,))
             self._owed.add(session_id)
@@ -136,6 +143,9 @@ class TextFeed:
         the new events' documents, then re-fed documents of earlier events
         whose state changed (new events already carry their final state)."""
         ops, self._ops = self._ops, []
+        if ops:
+            now = time.monotonic()
+            self._unsynced = (self._unsynced[0] if self._unsynced else now, now)
         added: dict[int, Event] = {}
         changed: list[tuple[str, list[str]]] = []
         for op in ops:
@@ -174,14 +184,53 @@ class TextFeed:
         self.text.add(self._docs(rowids, {}))
 
     def flush(self, *, idle: bool) -> bool:
-        """Commit the text index when idle or due; then clear the debt it repaid."""
-        now = time.monotonic()
+        """Make the text searchable: while live from the overlay at once, on
+        disk when due (`due`); while catching up on disk every COMMIT_INTERVAL
+        or when `idle`. True when something new became searchable."""
+        overlay = self.text.overlay
+        assert overlay is not None
         if not self._owed and not self.text.dirty:
+            if idle and not overlay.pending:
+                overlay.live = True  # the disk holds everything: mirror from now on
             return False
-        if not idle and now - self._last_commit < COMMIT_INTERVAL:
-            return False
-        self.text.commit()
-        self._last_commit = now
+        now = time.monotonic()
+        if not idle:
+            overlay.stop()  # a catch-up is not mirrored (see overlay.py)
+            if now - self._last_commit < COMMIT_INTERVAL:
+                return False
+            self._commit(idle=False)
+            return True
+        if not overlay.live:  # changes the overlay lacks: only the disk commit shows them
+            self._commit(idle=True)
+            return True
+        published = self.text.publish()
+        due = self._due_at()
+        if due is not None and now >= due:
+            self._commit(idle=True)
+            return True
+        return published
+
+    def due(self) -> float | None:
+        """Seconds until the deferred disk commit is due (`maintain` makes it);
+        None when nothing waits for it."""
+        due = self._due_at()
+        return None if due is None else max(0.0, due - time.monotonic())
+
+    def _due_at(self) -> float | None:
+        """When the disk commit is due (monotonic time); None when nothing waits for it."""
+        if self._unsynced is None and not self._owed and not self.text.dirty:
+            return None
+        first, last = self._unsynced or (self._last_commit, self._last_commit)
+        overlay = self.text.overlay
+        if overlay is None or not overlay.live:
+            return min(first, last)  # nothing shows these changes before the disk commit
+        return min(first + COMMIT_INTERVAL, last + QUIET_SECONDS)
+
+    def _commit(self, *, idle: bool) -> None:
+        """Commit the text index to disk, then clear the debt it repaid."""
+        self.text.commit(idle=idle)
+        self._last_commit = time.monotonic()
+        self._unsynced = None
         owed, self._owed = self._owed, set()
         if owed:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -191,9 +240,14 @@ class TextFeed:
                 (json.dumps(sorted(owed)),),
             )
             self.conn.execute("COMMIT")
-        return True
+        assert self.text.overlay is not None
+        self.text.overlay.release()
 
     def maintain(self) -> bool:
+        """The disk commit the overlay deferred, once due."""
+        due = self._due_at()
+        if due is not None and time.monotonic() >= due:
+            self._commit(idle=True)
         return False  # Tantivy merges segments in its own threads
 
     def repay(self, *, suspect: bool = False) -> Repaid:
@@ -210,7 +264,7 @@ class TextFeed:
         done = [session_id for session_id in owed if self._repay_session(session_id)]
         self._owed.update(done)
         if owed:
-            self.flush(idle=True)
+            self._commit(idle=True)
         return Repaid(done, [s for s in owed if s not in done], self.quarantined())
 
     def _repay_session(self, session_id: str) -> bool:
@@ -253,7 +307,8 @@ class TextFeed:
         ]
 
     def close(self) -> None:
-        self.flush(idle=True)
+        if self._owed or self.text.dirty:
+            self._commit(idle=False)
         self.text.close()
 
     # -- documents ---------------------------------------------------------------

@@ -32,10 +32,12 @@ from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, To
 from ..identifiers import camel_parts
 from ..query import SearchFilters, Term
 from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses, forms_value
+from .overlay import Overlay, View, masked
 
 __all__ = [
     "FORMS_FIELD",
     "TantivyText",
+    "searchable_owed",
     "text_dir",
     "db_file_of",
     "text_reader",
@@ -125,11 +127,16 @@ class TantivyText:
         elif not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"no text index at {self.path}: run `piwatch index --once` or start piwatchd")
         self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
-        self.index.register_tokenizer(_ANALYZER, self.analyzer)
-        self.index.register_tokenizer(_FORMS, self.forms_analyzer)
+        self._register(self.index)
         self._writer = self.index.writer(WRITER_HEAP, 1) if writable else None
+        # The writer's newest changes, searchable before the disk commit (`overlay`).
+        self.overlay = Overlay(self.schema, self._register) if writable else None
         self._dirty = False
-        self._lock = threading.Lock()
+
+    def _register(self, index: tantivy.Index) -> None:
+        """Analyzers are registered each time an index is opened, before use."""
+        index.register_tokenizer(_ANALYZER, self.analyzer)
+        index.register_tokenizer(_FORMS, self.forms_analyzer)
 
     # -- writing (ingest thread) ---------------------------------------------
 
@@ -145,7 +152,10 @@ class TantivyText:
             forms = self._forms(doc)
             if forms:
                 d[_FORMS] = forms
-            self._writer.add_json(orjson.dumps(d).decode())
+            line = orjson.dumps(d).decode()
+            self._writer.add_json(line)
+            if self.overlay is not None:
+                self.overlay.add(line, doc.facts.session_id)
             n += 1
         self._dirty = self._dirty or n > 0
         return n
@@ -165,25 +175,37 @@ class TantivyText:
         # A raw text field: `delete_documents_by_term` on a u64 field deletes nothing.
         self._writer.delete_documents_by_term("session", session_id)
         self._dirty = True
+        if self.overlay is not None:
+            self.overlay.delete_session(session_id)
 
     def delete_events(self, event_rowids: Iterable[int]) -> None:
         assert self._writer is not None
-        for rowid in event_rowids:
-            self._writer.delete_documents_by_term("event", str(rowid))
+        keys = [str(rowid) for rowid in event_rowids]
+        for key in keys:
+            self._writer.delete_documents_by_term("event", key)
             self._dirty = True
+        if self.overlay is not None:
+            self.overlay.delete_events(keys)
 
     @property
     def dirty(self) -> bool:
         return self._dirty
 
-    def commit(self) -> None:
-        """Make every add and delete so far durable and visible to new searchers."""
+    def commit(self, *, idle: bool = True) -> None:
+        """Make every add and delete so far durable and visible to new
+        searchers; the overlay empties (and mirrors again when `idle`)."""
         assert self._writer is not None
-        if not self._dirty:
-            return
-        self._writer.commit()
-        self._dirty = False
-        self.index.reload()
+        if self._dirty:
+            self._writer.commit()
+            self._dirty = False
+            self.index.reload()
+        if self.overlay is not None:
+            self.overlay.disk_committed(idle=idle)
+
+    def publish(self) -> bool:
+        """Make the changes so far searchable without the disk commit (the
+        overlay); False when the overlay does not hold them all."""
+        return self.overlay is not None and self.overlay.publish()
 
     def close(self) -> None:
         if self._writer is not None:
@@ -281,21 +303,43 @@ class TantivyText:
             return parts[0][1]  # a nested boolean costs ~30% on a common word
         return Query.boolean_query(parts)
 
+    def _view(self) -> View:
+        return self.overlay.view if self.overlay is not None else _NO_OVERLAY
+
     def top(self, query: Query, k: int) -> list[tuple[float, int, int, int]]:
-        """The k best documents as (score, fragment rowid, event rowid, text length)."""
-        searcher = self.index.searcher()
-        hits = searcher.search(query, limit=k, count=False).hits
-        if not hits:
-            return []
-        addrs = [a for _, a in hits]
-        columns = [searcher.fast_field_values(name, addrs) for name in ("frag", "event_n", "len")]
-        return [
-            (float(score), int(f or 0), int(e or 0), int(n or 0))
-            for (score, _), f, e, n in zip(hits, *columns, strict=True)
-        ]
+        """The k best documents as (score, fragment rowid, event rowid, text
+        length): of the on-disk index and the overlay, one per fragment."""
+        view = self._view()  # one snapshot: the overlay may be swapped meanwhile
+        disk = _top(self.index.searcher(), masked(self.schema, query, view), k)
+        if view.ram is None:
+            return disk
+        ram = _top(view.ram, query, k)
+        if not ram:
+            return disk
+        # A fragment in both (the disk committed after this snapshot was taken): the overlay's.
+        fresh = {hit[1] for hit in ram}
+        merged = ram + [hit for hit in disk if hit[1] not in fresh]
+        merged.sort(key=lambda hit: -hit[0])
+        return merged[:k]
 
     def count(self) -> int:
-        return self.index.searcher().num_docs
+        view = self._view()
+        return self.index.searcher().num_docs + (view.ram.num_docs if view.ram is not None else 0)
+
+
+_NO_OVERLAY = View()
+
+
+def _top(searcher: tantivy.Searcher, query: Query, k: int) -> list[tuple[float, int, int, int]]:
+    hits = searcher.search(query, limit=k, count=False).hits
+    if not hits:
+        return []
+    addrs = [a for _, a in hits]
+    columns = [searcher.fast_field_values(name, addrs) for name in ("frag", "event_n", "len")]
+    return [
+        (float(score), int(f or 0), int(e or 0), int(n or 0))
+        for (score, _), f, e, n in zip(hits, *columns, strict=True)
+    ]
 
 
 def remove_text_dir(path: Path) -> None:
@@ -330,6 +374,20 @@ def unregister_text(text: TantivyText) -> None:
         key = _key(text.path)
         if key in _OPEN and _OPEN[key][0] is text:
             del _OPEN[key]
+
+
+def searchable_owed(conn: sqlite3.Connection) -> frozenset[str]:
+    """Sessions still owed to the on-disk text index (`text_debt`) whose every
+    change is searchable anyway from this process (the writer's overlay)."""
+    try:
+        path = _key(text_dir(db_file_of(conn)))
+    except ValueError:
+        return frozenset()
+    with _OPEN_LOCK:
+        entry = _OPEN.get(path)
+    if entry is None or not entry[1] or entry[0].overlay is None:
+        return frozenset()
+    return entry[0].overlay.view.sessions
 
 
 def text_reader(conn: sqlite3.Connection) -> TantivyText:

@@ -1,0 +1,173 @@
+"""The text index's overlay: live changes searchable before the disk commit
+(`piwatchd.text.tantivy.overlay`), on the real Tantivy, the real SQLite
+writer and a real piwatchd killed before its disk commit."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from conftest import jsonl, msg, v3_header
+from helpers.live import poll, q
+
+from piwatchd.text.query import SearchFilters, Term
+from piwatchd.text.tantivy import overlay as overlay_mod
+from piwatchd.text.tantivy.doc import EventFacts, TextDoc
+from piwatchd.text.tantivy.index import TantivyText
+
+
+def doc(frag: int, event: int, body: str, session: str = "s-1") -> TextDoc:
+    facts = EventFacts(event, session, event, "message", "user", 1, False, "active", "selected", "/w", "/w", False)
+    return TextDoc(frag, facts, "user.text", None, body, None, "")
+
+
+def frags(text: TantivyText, word: str, k: int = 100) -> list[int]:
+    return sorted(f for _, f, _, _ in text.top(text.query([Term(word, False)], SearchFilters()), k))
+
+
+@pytest.fixture
+def text(short_tmp):
+    t = TantivyText(short_tmp / "ix", writable=True)
+    t.commit()  # a disk commit made while idle: the overlay mirrors from now on
+    yield t
+    t.close()
+
+
+def test_live_changes_are_searchable_before_the_disk_commit(text):
+    text.add([doc(1, 1, "alpha walrus")])
+    assert frags(text, "walrus") == []  # nothing committed, nothing published
+    assert text.publish()
+    assert frags(text, "walrus") == [1]
+    elsewhere = TantivyText(text.path, writable=False)  # another process sees the disk only
+    assert elsewhere.count() == 0
+    text.commit()
+    elsewhere.refresh()
+    assert elsewhere.count() == 1
+    assert text.overlay is not None and text.overlay.view.ram is None
+    assert frags(text, "walrus") == [1]  # once, from the disk
+
+
+def test_a_rewritten_session_is_found_only_in_its_new_form(text):
+    text.add([doc(1, 1, "alpha walrus"), doc(2, 2, "other", session="s-2")])
+    text.commit()
+    text.delete_session("s-1")
+    text.add([doc(3, 3, "alpha heron")])
+    text.publish()
+    assert frags(text, "walrus") == []  # masked on disk until the commit
+    assert frags(text, "alpha") == [3]
+    assert frags(text, "other") == [2]  # another session is untouched
+    text.commit()
+    assert (frags(text, "walrus"), frags(text, "alpha")) == ([], [3])
+
+
+def test_a_refed_event_is_found_only_in_its_new_form(text):
+    text.add([doc(10, 1, "alpha one"), doc(20, 2, "alpha two")])
+    text.commit()
+    text.delete_events([1])
+    text.add([doc(11, 1, "alpha uno")])
+    text.publish()
+    assert frags(text, "alpha") == [11, 20]
+    assert frags(text, "one") == []
+    assert text.count() >= 2
+
+
+def test_the_best_k_of_both_indexes_one_per_fragment(text):
+    text.add([doc(i, i, f"walrus {'filler ' * i}") for i in range(1, 6)])
+    text.commit()
+    text.add([doc(i, i, "walrus") for i in range(6, 9)])
+    text.publish()
+    assert frags(text, "walrus") == list(range(1, 9))
+    assert len(frags(text, "walrus", k=4)) == 4
+
+
+def test_a_catch_up_is_not_mirrored(text):
+    text.add([doc(1, 1, "walrus")])
+    text.commit(idle=False)  # catching up: no overlay until a commit made while idle
+    text.add([doc(2, 2, "walrus")])
+    assert not text.publish()
+    assert frags(text, "walrus") == [1]
+    text.commit()
+    assert frags(text, "walrus") == [1, 2]
+
+
+def test_an_overflowing_overlay_stops_and_keeps_what_it_published(text, monkeypatch):
+    monkeypatch.setattr(overlay_mod, "OVERLAY_MAX_DOCS", 2)
+    text.add([doc(1, 1, "walrus")])
+    text.publish()
+    assert text.overlay is not None and text.overlay.view.sessions == {"s-1"}
+    text.add([doc(i, i, "walrus") for i in range(2, 6)])
+    assert not text.publish()
+    assert text.overlay.view.sessions == frozenset()  # no session is wholly searchable there now
+    assert frags(text, "walrus") == [1]
+    text.commit()
+    assert frags(text, "walrus") == [1, 2, 3, 4, 5]
+    text.add([doc(6, 6, "walrus")])  # and it mirrors again
+    assert text.publish() and frags(text, "walrus") == [1, 2, 3, 4, 5, 6]
+
+
+# -- the feed: debt, freshness, the deferred disk commit ------------------------------
+
+
+def test_debt_is_cleared_only_by_the_disk_commit(short_tmp, monkeypatch):
+    from piwatchd.ingest.ingestor import Ingestor
+    from piwatchd.store.schema import open_writer, searchable_bytes
+    from piwatchd.store.writer import IndexWriter
+    from piwatchd.text.query import SearchRequest
+    from piwatchd.text.search import search
+    from piwatchd.text.tantivy import feed
+
+    monkeypatch.setattr(feed, "QUIET_SECONDS", 3600.0)
+    monkeypatch.setattr(feed, "COMMIT_INTERVAL", 3600.0)
+    path = short_tmp / "s1.jsonl"
+    path.write_bytes(jsonl(v3_header(), msg("a", None, "user", "alpha walrus")))
+    db = short_tmp / "index.sqlite3"
+    writer = IndexWriter(open_writer(db))
+    ingestor = Ingestor(writer)
+    try:
+        ingestor.ingest(str(path))
+        assert writer.flush_text(idle=True)  # not live yet: the disk commit itself
+        with open(path, "ab") as fh:
+            fh.write(jsonl(msg("b", "a", "user", "beta heron")))
+        ingestor.ingest(str(path))
+        assert writer.flush_text(idle=True)  # published
+        conn = writer.conn
+        assert q(db, "SELECT session_id FROM text_debt") == [("s-1",)]  # not durable yet
+        assert searchable_bytes(conn, str(path)) == path.stat().st_size  # but searchable here
+        assert [h.entry_id for h in search(conn, SearchRequest("heron")).hits] == ["b"]
+        with open(path, "ab") as fh:
+            fh.write(jsonl(msg("c", "b", "user", "gamma okapi")))
+        ingestor.ingest(str(path))  # rows committed, the overlay not yet published
+        assert searchable_bytes(conn, str(path)) == 0  # the session is not wholly searchable
+        assert writer.flush_text(idle=True)
+        assert searchable_bytes(conn, str(path)) == path.stat().st_size
+        assert 0 < (writer.text_due() or 0) <= 3600
+        monkeypatch.setattr(feed, "QUIET_SECONDS", 0.0)
+        writer.maintain_text()  # the deferred disk commit, now due
+        assert q(db, "SELECT session_id FROM text_debt") == []
+        assert writer.text_due() is None
+        assert TantivyText(db.parent / "index.sqlite3.tantivy", writable=False).count() == 3
+    finally:
+        writer.close()
+
+
+@pytest.mark.timeout(120)
+def test_kill9_after_an_append_was_found_converges(live):
+    from piwatch import Client
+
+    live.path.write_bytes(jsonl(v3_header(), msg("a", None, "user", "alpha walrus")))
+    d = live.daemon()
+    with Client(d.socket, caller={"all": True}) as client:
+        poll(lambda: client.search("walrus").hits, message="the first entry")
+        for i, eid in enumerate(("b", "c", "d")):
+            with open(live.path, "ab") as fh:
+                fh.write(jsonl(msg(eid, "abc"[i], "user", f"probe{eid} heron")))
+            poll(lambda eid=eid: client.search(f"probe{eid}").hits, message="the append, through the socket")
+    d.proc.send_signal(signal.SIGKILL)  # most likely before the disk commit (QUIET_SECONDS)
+    d.proc.wait(20)
+    d._log_fh.close()
+    d2 = live.daemon()
+    with Client(d2.socket, caller={"all": True}) as client:
+        assert sorted(h.entry_id for h in client.search("heron", limit=10).hits) == ["b", "c", "d"]
+    assert d2.stop() == 0
+    assert q(live.db, "SELECT count(*) FROM text_debt") == [(0,)]
+    assert TantivyText(live.db.parent / "index.sqlite3.tantivy", writable=False).count() == 4
