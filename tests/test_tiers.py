@@ -35,6 +35,7 @@ TEXTS = {
     "future1": "plans for the future",
     "future2": "the future of the billing service",
     "feature": "turned on the feature flags for beta",
+    "backup": "the backup failure left stale snapshots",
     # One event, two fragments: its text and its tool call.
     "spread": [
         {"type": "text", "text": "reran the flaky suite overnight"},
@@ -192,6 +193,17 @@ def test_partial_finds_words_spread_over_an_events_fragments(served):
     assert hits(served.search("quorum_lease flaky", exact=True)) == []
 
 
+def test_partial_matches_derivations_the_stemmer_keeps_apart(served):
+    """`fail` (stem fail) finds `failure` (stem failur) in the partial tier
+    only: the forms tier means the English stem."""
+    r = served.search("why did backups fail", limit=5)
+    if served.engine == "fts5":
+        assert hits(r) == []
+        return
+    assert hits(r) == [("backup", "partial")]
+    assert r.hits[0].matched == ["backups", "fail"] and r.hits[0].missing == []
+
+
 def test_tiers_never_repeat_an_event_and_exact_turns_them_off(served):
     r = served.search("migration script", limit=20)
     keys = [h.entry_id for h in r.hits]
@@ -253,11 +265,11 @@ _WORDS = ["retry", "retried", "retrying", "loop", "loops", "loadSessionCache", "
 def test_label_masks_are_each_words_own_search(tmp_path_factory, body, query):
     """A partial hit's matched words come from one index search whose score
     sums 2^i for each word i a fragment holds: the same words, one by one,
-    as each word's own forms-tier query finds in that fragment."""
+    as each word's own partial-tier query finds in that fragment."""
     from piwatchd.text.query import SearchFilters, parse_query
     from piwatchd.text.tantivy.doc import EventFacts, TextDoc
     from piwatchd.text.tantivy.index import TantivyText
-    from piwatchd.text.tantivy.tiers import matched_masks, word_query
+    from piwatchd.text.tantivy.tiers import matched_masks, partial_match_query
 
     text = _TEXT.get("t") or _TEXT.setdefault("t", TantivyText(tmp_path_factory.mktemp("tt") / "ix", writable=True))
     n = _TEXT["n"] = _TEXT.get("n", 0) + 1
@@ -268,7 +280,7 @@ def test_label_masks_are_each_words_own_search(tmp_path_factory, body, query):
     terms = parse_query(" ".join(query))
     mask = matched_masks(text, terms, [n]).get(n, 0)
     for i, term in enumerate(terms):
-        one = text.top(text.combine([word_query(text, term)], SearchFilters(), [n]), 10)
+        one = text.top(text.combine([partial_match_query(text, term)], SearchFilters(), [n]), 10)
         assert bool(mask >> i & 1) == bool(one), (joined, term)
 
 

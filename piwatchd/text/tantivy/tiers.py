@@ -26,6 +26,7 @@ __all__ = [
     "Spread",
     "forms_tokens",
     "matched_masks",
+    "partial_match_query",
     "partial_word_query",
     "repairs",
     "spread_events",
@@ -87,10 +88,57 @@ def word_weights(text: TantivyText, terms: list[Term], num_docs: int) -> list[fl
     return [idf(_doc_freq(text, t), num_docs) for t in terms]
 
 
+# Derivations the English stemmer keeps apart (fail/failure, minify/
+# minification, large/larger, config/configure): in the partial tier a word
+# also matches a word whose stem extends its stem by at most DERIVED_EXTRA
+# letters, or is a prefix of it, the shorter of the two 4+ letters long.
+MIN_DERIVED = 4
+DERIVED_EXTRA = 3
+DERIVED_TERMS = 64  # vocabulary terms listed per field and stem
+
+
+def _derived(text: TantivyText, term: Term) -> list[str]:
+    """The stems a bare word's stem derives from or into (not itself)."""
+    tokens = forms_tokens(text, term)
+    if len(tokens) != 1 or len(tokens[0]) < MIN_DERIVED:
+        return []
+    stem, searcher = tokens[0], text.index.searcher()
+    out: set[str] = set()
+    for name in (FORMS_FIELD, "text"):
+        for t, _ in searcher.terms_with_prefix(name, stem, limit=DERIVED_TERMS):
+            if len(t) - len(stem) <= DERIVED_EXTRA:
+                out.add(t)
+    out.update(stem[:n] for n in range(MIN_DERIVED, len(stem)) if _stem_doc_freq(text, stem[:n]))
+    out.discard(stem)
+    return sorted(out)
+
+
+def _derived_query(text: TantivyText, term: Term) -> Query | None:
+    derived = [(Occur.Should, _stem_query(text, t)) for t in _derived(text, term)]
+    return Query.boolean_query(derived) if derived else None
+
+
+def partial_match_query(text: TantivyText, term: Term) -> Query:
+    """A word in the partial tier: as in the forms tier, or by a derivation."""
+    derived = _derived_query(text, term)
+    if derived is None:
+        return word_query(text, term)
+    return Query.boolean_query([(Occur.Should, word_query(text, term)), (Occur.Should, derived)])
+
+
+# A derivation is weaker evidence than a form: half the word's weight.
+DERIVED_WEIGHT = 0.5
+
+
 def partial_word_query(text: TantivyText, term: Term, weight: float) -> Query:
-    """A word of the partial probe: matching it is worth its IDF, whatever
-    its frequency in the document (events rank by the distinct words they hold)."""
-    return Query.const_score_query(word_query(text, term), weight)
+    """A word of the partial probe: matching it is worth its IDF (half by a
+    derivation only), whatever its frequency in the document (events rank
+    by the distinct words they hold)."""
+    form = Query.const_score_query(word_query(text, term), weight)
+    derived = _derived_query(text, term)
+    if derived is None:
+        return form
+    return Query.disjunction_max_query([form, Query.const_score_query(derived, weight * DERIVED_WEIGHT)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +266,10 @@ def _fragment_masks(
     text: TantivyText, terms: list[Term], filters: SearchFilters, events: Iterable[int]
 ) -> list[tuple[int, int, int]]:
     """(fragment rowid, event rowid, bit mask) of each fragment of `events`
-    that holds one of `terms` (at most 24), by the forms tier's rule
-    (`word_query`): word i scores 2^i, so a fragment's score is the sum of
+    that holds one of `terms` (at most 24), by the partial tier's rule
+    (`partial_match_query`): word i scores 2^i, so a fragment's score is the sum of
     the words it holds. One index search."""
-    words = [Query.const_score_query(word_query(text, t), float(1 << i)) for i, t in enumerate(terms)]
+    words = [Query.const_score_query(partial_match_query(text, t), float(1 << i)) for i, t in enumerate(terms)]
     query = text.combine(words, filters, events, min_match=1)
     return [(frag, event, round(score)) for score, frag, event, _ in text.top(query, LABEL_K)]
 
@@ -270,7 +318,7 @@ def spread_events(
     order = sorted(range(len(terms)), key=lambda i: -weights[i])[:SPREAD_WORDS]
     candidates: set[int] = set()
     for i in order:
-        query = text.combine([word_query(text, terms[i])], filters, exclude=exclude)
+        query = text.combine([partial_match_query(text, terms[i])], filters, exclude=exclude)
         candidates.update(event for _, _, event, _ in text.top(query, SPREAD_K))
     if not candidates:
         return Spread({}, {})
