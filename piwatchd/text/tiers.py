@@ -115,14 +115,17 @@ def rank_repairs(
     distances already known (the spellings `edits1` made are 1 away)."""
     limit = repair_distance(word)
     ranked: list[tuple[bool, int, int, str]] = []
-    letters = Counter(word)
+    letters, distinct = Counter(word), frozenset(word)
     for term, df in vocabulary.items():
         if df <= 0 or term == word:
             continue
         d = (known or {}).get(term)
         if d is None:
-            # Each edit adds at most one letter the word lacks: a cheap bound before the table.
-            if abs(len(term) - len(word)) > limit or sum((Counter(term) - letters).values()) > limit:
+            # Each edit adds at most one letter the word lacks: cheap bounds
+            # (distinct letters, then counted ones) before the table.
+            if abs(len(term) - len(word)) > limit or len(frozenset(term) - distinct) > limit:
+                continue
+            if sum((Counter(term) - letters).values()) > limit:
                 continue
             d = edit_distance(word, term, limit)
         if d <= limit:

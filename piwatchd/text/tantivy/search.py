@@ -57,9 +57,13 @@ def _ranked(
     query: Query,
     need: int,
     deadline: float | None,
+    ties: bool = True,
 ) -> tuple[list[tuple[Any, ...]], dict[int, int] | None]:
     """The first `need` events of `query`, best first, and, when every match
-    was fetched on the way, how many fragments of each event match."""
+    was fetched on the way, how many fragments of each event match. `ties`:
+    order events tied with the boundary as FTS5 does (the exact tier, which
+    both engines answer alike); the tiers below it take the ties fetched
+    (the partial tier's IDF sums tie by the thousand)."""
     k = max(FIRST_K, need * 2)
     while True:
         if deadline is not None and time.monotonic() > deadline:
@@ -75,7 +79,7 @@ def _ranked(
             # Strictly better than every fragment not fetched: exact. Tied
             # with the boundary: more tied fragments may sort first (newer
             # first, as FTS5 orders ties), so fetch them, up to a bound.
-            if last < boundary or (last == boundary and k >= TIE_K_MAX):
+            if last < boundary or (last == boundary and (k >= TIE_K_MAX or not ties)):
                 return events[:need], None
         if k >= MAX_K:
             return events[:need], None
@@ -289,7 +293,7 @@ def _run(
     deadline: float | None,
 ) -> None:
     query = text.combine(tier.words, request.filters, exclude=seen, min_match=tier.min_match)
-    tier.events, tier.counts = _ranked(conn, text, request, query, need - len(seen), deadline)
+    tier.events, tier.counts = _ranked(conn, text, request, query, need - len(seen), deadline, tier.name == "exact")
     seen += [c[2].event_rowid for c in tier.events]
 
 
