@@ -278,7 +278,7 @@ def test_label_masks_are_each_words_own_search(tmp_path_factory, body, query):
     text.add([TextDoc(n, facts, "user.text", None, joined, None, "")])
     text.commit()
     terms = parse_query(" ".join(query))
-    mask = matched_masks(text, terms, [n]).get(n, 0)
+    mask = matched_masks(text, terms, [n], SearchFilters())[0].get(n, 0)
     for i, term in enumerate(terms):
         one = text.top(text.combine([partial_match_query(text, term)], SearchFilters(), [n]), 10)
         assert bool(mask >> i & 1) == bool(one), (joined, term)

@@ -405,14 +405,15 @@ def ranked_page(
         mine = [(i, ev) for i, (t, ev) in enumerate(page) if t is tier]
         if not mine:
             continue
-        counts = tier.counts
-        if counts is None:
-            ids = [ev[2].event_rowid for i, ev in mine if i in chosen]
+        ids = [ev[2].event_rowid for i, ev in mine if i in chosen]
+        # A partial hit's words and matching fragments come from one search.
+        masks, counts = matched_masks(text, tier.terms, ids, request.filters) if tier.name == "partial" else ({}, {})
+        if tier.counts is not None:
+            counts = tier.counts
+        elif tier.name != "partial":
             query = text.combine(tier.words, request.filters, ids, min_match=tier.min_match)
             counts = _matched_counts(text, query) if ids else {}
         marks = _Marks(text, tier.terms, forms=tier.name != "exact")
-        labelled = [ev[2].event_rowid for i, ev in mine if i in chosen] if tier.name == "partial" else []
-        masks = matched_masks(text, tier.terms, labelled)
         for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):
             event = events.get(ev[2].event_rowid) if i in chosen else None
             if event is None:

@@ -274,17 +274,20 @@ def _fragment_masks(
     return [(frag, event, round(score)) for score, frag, event, _ in text.top(query, LABEL_K)]
 
 
-def matched_masks(text: TantivyText, terms: list[Term], events: list[int]) -> dict[int, int]:
-    """Which of `terms` each of `events` holds, in any of its fragments: event
-    rowid -> bit mask (bit i: terms[i]); one search per 24 words. A label
-    computed so never disagrees with the search that found the hit."""
+def matched_masks(
+    text: TantivyText, terms: list[Term], events: list[int], filters: SearchFilters
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Which of `terms` each of `events` holds, in any of its fragments the
+    filters admit: event rowid -> bit mask (bit i: terms[i]), and event
+    rowid -> its fragments holding one of them; one search per 24 words. A
+    label computed so never disagrees with the search that found the hit."""
     out: dict[int, int] = {}
-    if not events:
-        return out
-    for start in range(0, len(terms), _MASK_BITS):
-        for _, event, mask in _fragment_masks(text, terms[start : start + _MASK_BITS], SearchFilters(), events):
+    frags: dict[int, set[int]] = {}
+    for start in range(0, len(terms) if events else 0, _MASK_BITS):
+        for frag, event, mask in _fragment_masks(text, terms[start : start + _MASK_BITS], filters, events):
             out[event] = out.get(event, 0) | (mask << start)
-    return out
+            frags.setdefault(event, set()).add(frag)
+    return out, {event: len(f) for event, f in frags.items()}
 
 
 # The partial tier's second look, for events whose words sit in different
