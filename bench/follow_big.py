@@ -139,6 +139,26 @@ class ActiveFollows:
             s.close()
 
 
+class _Cpu:
+    """piwatchd's CPU seconds (user + system) and the wall time inside each `with`."""
+
+    def __init__(self, d: Daemon) -> None:
+        self.ps = d.ps
+        self.used: dict = {}
+
+    def _now(self) -> tuple[float, float]:
+        t = self.ps.cpu_times()
+        return t.user + t.system, time.monotonic()
+
+    def __enter__(self) -> _Cpu:
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        (c0, w0), (c1, w1) = self._start, self._now()
+        self.used = {"cpuSeconds": round(c1 - c0, 2), "wallSeconds": round(w1 - w0, 2)}
+
+
 def _searches(sock: Path, queries: dict[str, list[dict]]) -> dict[str, dict]:
     out = {}
     with Client(sock, caller=ALL, timeout=60) as c:
@@ -157,15 +177,19 @@ def _measure(d: Daemon, proj: Path, app: Appender, m: dict, cdir: Path, ns: argp
     queries = {k: queries[k] for k in CLASSES}
     words = [_word(j) for j in range(ns.active)]
     text = "every follow hears this: " + " ".join(words)
-    with Appends(app, text, 0.2) as quiet:
+    cpu = _Cpu(d)
+    with cpu, Appends(app, text, 0.2) as quiet:
         without = _searches(d.sock, queries)
+    cpu_without = cpu.used
     active = ActiveFollows(d.sock, {"cwd": str(proj)}, words)
     try:
-        with Appends(app, text, 0.2) as busy:
+        with cpu, Appends(app, text, 0.2) as busy:
             beside = _searches(d.sock, queries)
+        cpu_beside = cpu.used
         time.sleep(1)
     finally:
         active.close()
+    searches = without["all classes"]["n"]
     return {
         "appendToFollowUpdate": _summary(follow_lags),
         "appendToSearchable": _summary(search_lags),
@@ -173,6 +197,14 @@ def _measure(d: Daemon, proj: Path, app: Appender, m: dict, cdir: Path, ns: argp
         "searchBesideFollows": beside,
         "follows": {"active": ns.active, "hitsPushed": active.hits, "errors": active.errors[:5]},
         "appendsDuringSearches": {"withoutFollows": quiet.count, "besideFollows": busy.count},
+        # Load-independent: piwatchd's own CPU (user + system) in each phase, per search and per append.
+        "daemonCpu": {
+            "withoutFollows": {**cpu_without, "msPerSearch": round(cpu_without["cpuSeconds"] * 1000 / searches, 2)},
+            "besideFollows": {**cpu_beside, "msPerSearch": round(cpu_beside["cpuSeconds"] * 1000 / searches, 2)},
+            "followRoundsMsPerAppend": round(
+                (cpu_beside["cpuSeconds"] - cpu_without["cpuSeconds"]) * 1000 / max(1, busy.count), 1
+            ),
+        },
         "rss": {"MB": d.rss_mb(), **d.rss_split_mb()},
     }
 
@@ -203,6 +235,16 @@ def _markdown(r: dict, command: str) -> str:
         a = r["searchWithoutFollows"][cls]
         goal = "ok" if b["p50ms"] <= 5 and b["p99ms"] <= 50 else "**miss**"
         lines.append(f"| {cls} | {b['n']} | {a['p50ms']} / {a['p99ms']} | {b['p50ms']} / {b['p99ms']} | {goal} |")
+    cpu = r["daemonCpu"]
+    lines += [
+        "",
+        "piwatchd's own CPU (user + system; what the load on this shared machine does not change much): "
+        f"{cpu['withoutFollows']['msPerSearch']} ms per search (the appends' ingest included) without follows "
+        f"({cpu['withoutFollows']['cpuSeconds']} s over {cpu['withoutFollows']['wallSeconds']} s), "
+        f"{cpu['besideFollows']['msPerSearch']} ms beside them ({cpu['besideFollows']['cpuSeconds']} s over "
+        f"{cpu['besideFollows']['wallSeconds']} s); the follows' rounds cost {cpu['followRoundsMsPerAppend']} ms "
+        f"per append ({r['follows']['active']} follows searched).",
+    ]
     return "\n".join(lines) + "\n"
 
 

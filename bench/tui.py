@@ -163,7 +163,13 @@ def _cached(ns: argparse.Namespace) -> int:
     d, info = indexed_daemon(cdir, "tantivy")
     try:
         words = _words(d.sock, ns.words)
+        cpu0, own0 = d.ps.cpu_times(), time.process_time()
         times, splits = asyncio.run(_type(d.sock, words))
+        cpu1, own1 = d.ps.cpu_times(), time.process_time()
+        cpu = {
+            "appMsPerKeystroke": round((own1 - own0) * 1000 / len(times), 1),
+            "daemonMsPerKeystroke": round((cpu1.user + cpu1.system - cpu0.user - cpu0.system) * 1000 / len(times), 1),
+        }
         keys = _summary(times)
         stages = {name: _summary([s[i] for s in splits]) for i, name in enumerate(_Stages.NAMES)} if splits else {}
         in_table = _summary([sum(s[:4]) for s in splits]) if splits else {}
@@ -176,6 +182,7 @@ def _cached(ns: argparse.Namespace) -> int:
         "words": words,
         "keystrokeToDrawn": keys,
         "keystrokeToTable": in_table,
+        "cpu": cpu,
         "stages": stages,
         "backendSearchOnly": direct,
         "loadAverage": [round(x, 2) for x in os.getloadavg()],
@@ -195,6 +202,8 @@ def _cached(ns: argparse.Namespace) -> int:
         f"- through the app, key press to the answer in the results table (the screen's paint and the pilot's "
         f"own wait not counted): {_line(in_table) if in_table else 'n/a'}",
         f"- the same query lines through the TUI's Backend only: {_line(direct)}",
+        f"- CPU per keystroke (user + system, load-independent): the app {cpu['appMsPerKeystroke']} ms "
+        f"(Textual, its pilot, the client), piwatchd {cpu['daemonMsPerKeystroke']} ms",
         "",
         "Where a keystroke's time goes (keystrokes whose search ran; ms):",
         "",
