@@ -191,6 +191,15 @@ def test_partial_finds_words_spread_over_an_events_fragments(served):
     assert hits(r) == [("spread", "partial")]
     assert r.hits[0].matched == ["quorum_lease", "flaky"] and r.hits[0].missing == []
     assert hits(served.search("quorum_lease flaky", exact=True)) == []
+    # A misspelled word the repaired tier could not place: the partial tier
+    # tries the repair, and reports it because the hit holds it.
+    r = served.search("quorum_lease flakey", limit=5)
+    assert hits(r) == [("spread", "partial")]
+    assert [(x.word, x.replacement) for x in r.repairs] == [("flakey", "flaky")]
+    assert r.hits[0].matched == ["quorum_lease", "flakey"]
+    # ... and says nothing of it when no hit holds it.
+    r = served.search("migration flakey", limit=5)
+    assert r.repairs == [] and hits(r) == []
 
 
 def test_partial_matches_derivations_the_stemmer_keeps_apart(served):

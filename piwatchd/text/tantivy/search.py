@@ -12,7 +12,9 @@ fragments), so tied events are ordered as FTS5 orders them: newest first.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import operator
 import re
 import sqlite3
 import time
@@ -330,6 +332,10 @@ def _tiers(
             # names a word that only sessions hidden from the caller hold.
             fixed = Repairs(terms_k, replaced_k, [], options)
             break
+    if options and not fixed.replaced:
+        # No repaired tier found an event: the partial tier still tries the
+        # best spelling (reported only if a hit holds it: `_reported`).
+        fixed = Repairs(options[0][0], options[0][1], [], options, tentative=True)
     plan = partial_plan(fixed.terms)
     if plan is not None and len(seen) < min(request.limit, need):
         weights = word_weights(text, list(plan.terms), text.count())
@@ -401,6 +407,7 @@ def ranked_page(
     events = project_rows(conn, [page[i][1][2].event_rowid for i in sorted(chosen)])
     rows: list[HitRow] = []
     snippets: dict[int, str] = {}
+    held = 0  # the words the page's partial hits hold
     for tier in tiers:
         mine = [(i, ev) for i, (t, ev) in enumerate(page) if t is tier]
         if not mine:
@@ -413,6 +420,7 @@ def ranked_page(
         elif tier.name != "partial":
             query = text.combine(tier.words, request.filters, ids, min_match=tier.min_match)
             counts = _matched_counts(text, query) if ids else {}
+        held |= functools.reduce(operator.or_, masks.values(), 0)
         marks = _Marks(text, tier.terms, forms=tier.name != "exact")
         for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):
             event = events.get(ev[2].event_rowid) if i in chosen else None
@@ -423,4 +431,15 @@ def ranked_page(
             snippets[row.frag_rowid] = _snippet(marks, frag)
             matched, missing = _labels(tier, terms, fixed, masks.get(ev[2].event_rowid, 0))
             rows.append(row._replace(words=matched, missing=missing))
-    return rows, snippets, fixed.replaced
+    return rows, snippets, _reported(fixed, tiers[-1], held)
+
+
+def _reported(fixed: Repairs, last: _Tier, held: int) -> list[tuple[str, str]]:
+    """The repairs to report: a tentative one (tried by the partial tier
+    only) when a partial hit on the page holds the replacement."""
+    if not fixed.tentative:
+        return fixed.replaced
+    terms = last.terms if last.name == "partial" else []
+    return [
+        (old, new) for old, new in fixed.replaced if any(t.text == new and held >> i & 1 for i, t in enumerate(terms))
+    ]

@@ -149,6 +149,9 @@ class Repairs:
     # Up to MAX_REPAIR_OPTIONS (terms, replaced) pairs, best first: the
     # repaired tier tries the next when one finds nothing.
     options: list[tuple[list[Term], list[tuple[str, str]]]] = field(default_factory=list)
+    # Tried by the partial tier only (no repaired tier found an event):
+    # reported only when a partial hit holds a replacement.
+    tentative: bool = False
 
 
 MAX_REPAIR_OPTIONS = 3
