@@ -317,7 +317,7 @@ def _tiers(
     if request.exact or len(seen) >= need:
         return [exact], fixed
     out = [exact]
-    fixed = repairs(text, terms, request.filters)
+    fixed = repairs(text, terms)
     # Skipped when a word is found nowhere (no event has every word) and
     # for phrases only (they match as phrases in every tier).
     if not fixed.options and not fixed.unmatched and not all(t.phrase for t in terms):
