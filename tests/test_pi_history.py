@@ -1,6 +1,6 @@
-"""`/history` end to end: the real Pi 1.6.0 in a pseudo-terminal (its own
-interactive UI, read through a VT emulator as a person sees it), with the
-extension installed by `piwatch pi install`, against a real `piwatchd` over
+"""`/history` end to end: the real Pi in a pseudo-terminal (1.6.0, and 0.73.1
+for the main path; its own interactive UI, read through a VT emulator as a
+person sees it), with the extension installed by `piwatch pi install`, against a real `piwatchd` over
 sessions written by Pi's own SessionManager (the world of
 tests/test_pi_extension.py: this project's sessions mention `zorblax`, and so
 does one of another project, which must never show).
@@ -34,15 +34,12 @@ ESCAPED_SID = "hist-escape-0001"
 UNIT = Path(__file__).resolve().parent / "pi_e2e" / "history_unit.mjs"
 
 
-def _ready(text: str) -> bool:
-    return "v1.6.0" in text and text.count("─" * 20) >= 2  # the banner and the editor's frame
-
-
-def _open_pi(world, **env: str) -> PiTerminal:
+def _open_pi(world, version: str = "1.6.0", **env: str) -> PiTerminal:
     env = {"PI_CODING_AGENT_DIR": str(world.agent), "PIWATCH_SOCKET": str(world.sock), **env}
-    pi = PiTerminal(world.proj, _env(**env))
+    pi = PiTerminal(world.proj, _env(**env), version=version)
     try:
-        pi.wait_for(_ready, timeout=60, what="Pi's interactive screen")
+        # The banner and the editor's frame.
+        pi.wait_for(lambda s: f"v{version}" in s and s.count("─" * 20) >= 2, timeout=60, what="Pi's interactive screen")
     except BaseException:
         pi.close()
         raise
@@ -98,10 +95,11 @@ def escaped_session(world):
     return path
 
 
-def test_typing_searches_this_project_and_enter_inserts_a_reference(world):
+@pytest.mark.parametrize("version", ["1.6.0", "0.73.1"])
+def test_typing_searches_this_project_and_enter_inserts_a_reference(world, version):
     ours = {s["id"] for s in seeded(world, world.proj)}
     theirs = {s["id"] for s in seeded(world, world.other)}
-    with _open_pi(world) as pi:
+    with _open_pi(world, version) as pi:
         _open_history(pi)
         pi.type(WORD, per_key=0.03)
         text = pi.wait_for(lambda s: re.search(r"\d+\+? hits", s) is not None, what="hits for the typed word")
@@ -115,7 +113,7 @@ def test_typing_searches_this_project_and_enter_inserts_a_reference(world):
         edited = pi.wait_for(
             lambda s: "[history:" in _editor_text(pi), what="the reference in the editor"
         ) and _editor_text(pi)
-        if capture:
+        if capture and version == "1.6.0":
             Path(capture).write_text(f"{text}\n\n-- after Enter --\n\n{pi.screen_text()}\n")
         m = re.search(r"\[history: ([0-9a-f-]+)/([0-9a-f]+)\] (.+)", edited)
         assert m, edited

@@ -8,9 +8,11 @@
 // before; an answer is drawn only if it is for the newest query, so an answer
 // that arrives late never replaces newer results.
 
-// Pi resolves this import to its own pi-tui (1.6 maps both package scopes to
-// it, 0.73 knows only this one); the extension brings no copy of its own.
-import { Input, truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
+// pi-tui is Pi's own (1.6 maps both package scopes to it, 0.73 knows only
+// this one); the extension brings no copy. It is loaded when /history first
+// runs, so the tools never depend on it and the modules still import in
+// plain Node.
+import type * as PiTui from "@mariozechner/pi-tui";
 import { callerFromContext } from "./cutoff.ts";
 import { callDaemon, DaemonError, type DaemonResponse } from "./daemon-client.ts";
 import { hitLabel, markedPieces, oneLine, reference, visibleWindow } from "./history-view.ts";
@@ -22,13 +24,19 @@ const RESULT_ROWS = 12;
 
 type Search = (query: string, signal: AbortSignal) => Promise<DaemonResponse<SearchResult>>;
 
+/** The parts of pi-tui the overlay uses. */
+export type TuiLib = Pick<typeof PiTui, "Input" | "truncateToWidth" | "visibleWidth">;
+
+const PI_TUI = "@mariozechner/pi-tui";
+
 interface Status {
 	tone: "dim" | "warning" | "error";
 	text: string;
 }
 
 export class HistoryOverlay {
-	private readonly input = new Input();
+	private readonly input: PiTui.Input;
+	private readonly lib: TuiLib;
 	private hits: Hit[] = [];
 	private selected = 0;
 	private query = "";
@@ -52,9 +60,11 @@ export class HistoryOverlay {
 		done: (ref: string | undefined) => void,
 		search: Search,
 		scope: string,
+		lib: TuiLib,
 		initial = "",
 	) {
 		[this.tui, this.theme, this.keys, this.done, this.search, this.scope] = [tui, theme, keys, done, search, scope];
+		[this.lib, this.input] = [lib, new lib.Input()];
 		if (initial) {
 			this.input.setValue(initial);
 			this.changed();
@@ -144,8 +154,10 @@ export class HistoryOverlay {
 
 	render(width: number): string[] {
 		const th = this.theme;
+		const { truncateToWidth, visibleWidth } = this.lib;
 		const inner = Math.max(10, width - 4);
-		const row = (s: string) => `${th.fg("border", "│")} ${pad(truncateToWidth(s, inner), inner)} ${th.fg("border", "│")}`;
+		const pad = (s: string) => s + " ".repeat(Math.max(0, inner - visibleWidth(s)));
+		const row = (s: string) => `${th.fg("border", "│")} ${pad(truncateToWidth(s, inner))} ${th.fg("border", "│")}`;
 		const title = ` /history · ${oneLine(this.scope)} `;
 		const top = truncateToWidth(`╭─${title}${"─".repeat(Math.max(0, width - 3 - visibleWidth(title)))}`, width - 1);
 		const lines = [th.fg("border", `${top}╮`)];
@@ -174,21 +186,25 @@ export class HistoryOverlay {
 	}
 }
 
-function pad(s: string, width: number): string {
-	return s + " ".repeat(Math.max(0, width - visibleWidth(s)));
-}
-
 /** The search the event_search tool would make for `query`, asked as the running session. */
 export function searchAs(caller: Caller): Search {
 	return (query, signal) => callDaemon<SearchResult>("search", searchArgs({ query, limit: HITS }), caller, { signal });
 }
 
 export function registerHistory(pi: any): void {
+	if (typeof pi?.registerCommand !== "function") return; // a host without commands still gets the tools
 	pi.registerCommand("history", {
 		description: "Search this project's earlier Pi sessions as you type; Enter inserts a reference into the editor",
 		handler: async (args: string, ctx: any) => {
 			if (!ctx?.hasUI || (ctx.mode !== undefined && ctx.mode !== "tui")) {
 				ctx?.ui?.notify?.("/history needs Pi's interactive terminal; the event_search tool works everywhere.", "warning");
+				return;
+			}
+			let lib: TuiLib;
+			try {
+				lib = await import(PI_TUI);
+			} catch (err) {
+				ctx.ui.notify(`/history cannot load Pi's terminal UI (${PI_TUI}): ${String((err as Error)?.message ?? err)}`, "error");
 				return;
 			}
 			const caller = callerFromContext(ctx);
@@ -197,7 +213,7 @@ export function registerHistory(pi: any): void {
 			const ref = await ctx.ui.custom(
 				(tui: any, theme: any, keybindings: any, done: (r: string | undefined) => void) => {
 					screen = tui;
-					return new HistoryOverlay(tui, theme, keybindings, done, searchAs(caller), scope, typeof args === "string" ? args.trim() : "");
+					return new HistoryOverlay(tui, theme, keybindings, done, searchAs(caller), scope, lib, typeof args === "string" ? args.trim() : "");
 				},
 				{ overlay: true, overlayOptions: { width: "90%", minWidth: 40, anchor: "center" } },
 			);

@@ -32,13 +32,20 @@ __all__ = ["ENTER", "ESCAPE", "PiTerminal"]
 
 ENTER = "\r"
 ESCAPE = "\x1b"
-CLI = pitools.NODE_MODULES / pitools.PI_PACKAGE_DIRS["1.6.0"] / "dist" / "bundle" / "cli.js"
+# Each Pi version's `pi` command (its package.json "bin").
+CLI = {
+    "1.6.0": pitools.NODE_MODULES / pitools.PI_PACKAGE_DIRS["1.6.0"] / "dist" / "bundle" / "cli.js",
+    "0.73.1": pitools.NODE_MODULES / pitools.PI_PACKAGE_DIRS["0.73.1"] / "dist" / "cli.js",
+}
 
 
 class PiTerminal:
-    """`pi` (1.6.0's CLI) running in a pty of `columns` x `rows`, its output fed to a pyte screen."""
+    """`pi` (the CLI of Pi `version`) running in a pty of `columns` x `rows`, its output fed to a pyte screen."""
 
-    def __init__(self, cwd: Path, env: dict[str, str], columns: int = 120, rows: int = 34) -> None:
+    def __init__(
+        self, cwd: Path, env: dict[str, str], columns: int = 120, rows: int = 34, version: str = "1.6.0"
+    ) -> None:
+        self.version = version
         self.columns, self.rows = columns, rows
         self.screen = pyte.Screen(columns, rows)
         self.stream = pyte.ByteStream(self.screen)
@@ -50,7 +57,7 @@ class PiTerminal:
         if self.pid == 0:  # the child: Pi, with the pty as its terminal
             try:
                 os.chdir(cwd)
-                os.execve(node, [node, str(CLI)], env)
+                os.execve(node, [node, str(CLI[version])], env)
             finally:
                 os._exit(127)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))

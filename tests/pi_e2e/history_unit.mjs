@@ -8,24 +8,17 @@
 //       Runs the cases below and prints {cases: {name: {ok, detail}}}.
 
 import * as path from "node:path";
-import { registerHooks } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const PI_TUI = path.resolve(HERE, "..", "pi", "node_modules", "@earendil-works", "pi-tui", "dist", "index.js");
 
-// What Pi's extension loader does for this specifier.
-registerHooks({
-	resolve(specifier, context, next) {
-		if (specifier === "@mariozechner/pi-tui") return { url: pathToFileURL(PI_TUI).href, shortCircuit: true };
-		return next(specifier, context);
-	},
-});
-
 const ext = process.argv[process.argv.indexOf("--ext") + 1];
 const { HistoryOverlay } = await import(pathToFileURL(path.join(path.resolve(ext), "history.ts")).href);
 const { DaemonError } = await import(pathToFileURL(path.join(path.resolve(ext), "daemon-client.ts")).href);
-const { visibleWidth } = await import(pathToFileURL(PI_TUI).href);
+// What Pi's extension loader gives `import("@mariozechner/pi-tui")`.
+const tuiLib = await import(pathToFileURL(PI_TUI).href);
+const { visibleWidth } = tuiLib;
 
 const KEYS = { "\x1b": "tui.select.cancel", "\r": "tui.select.confirm", "\x1b[A": "tui.select.up", "\x1b[B": "tui.select.down" };
 const keys = { matches: (data, id) => KEYS[data] === id };
@@ -52,7 +45,7 @@ function overlay({ width = 80 } = {}) {
 		new Promise((resolve, reject) => {
 			asked.push({ query, resolve, reject, signal });
 		});
-	const o = new HistoryOverlay({ requestRender() {}, terminal: { rows: 30 } }, theme, keys, (r) => closed.push(r), search, "/p");
+	const o = new HistoryOverlay({ requestRender() {}, terminal: { rows: 30 } }, theme, keys, (r) => closed.push(r), search, "/p", tuiLib);
 	const type = (s) => {
 		for (const ch of s) o.handleInput(ch);
 	};
