@@ -307,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     # Appends go to a copy so the cached corpus stays pristine.
     work = tmp / "sessions"
     shutil.copytree(sessions, work)
-    files = [dict(f, path=str(work / Path(f["path"]).relative_to(sessions))) for f in m["files"]]
+    # The manifest names files where the corpus was generated (bench/cache/ may link to it).
+    recorded = Path(m.get("sessionsDir") or sessions)
+    files = [dict(f, path=str(work / Path(f["path"]).relative_to(recorded))) for f in m["files"]]
     total = sum(p.stat().st_size for p in work.rglob("*.jsonl"))
     db = tmp / "index.sqlite3"
     report: dict = {
