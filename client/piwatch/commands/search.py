@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from typing import Any, TextIO
 
 from ..colour import SafeText, highlight, use_colour, write_raw
@@ -226,6 +227,10 @@ def follow(ns: argparse.Namespace) -> int:
         return 2
     args = search_args(ns)
     out = SafeText(sys.stdout, use_colour(ns.color, sys.stdout, os.environ))
+    # SIGINT is how a follow ends. A process started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and Python then keeps it
+    # ignored: `kill -INT` (or Ctrl-C after `fg`) would never stop it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with (
             Client(ns.socket) as client,
