@@ -96,19 +96,14 @@ def _database_error(ns: argparse.Namespace, exc: sqlite3.Error) -> str:
 
 def _reader_gone() -> int:
     """stdout's reader exited (`piwatch ... | head`): stop quietly, as a
-    SIGPIPE'd tool would."""
-    _drop_unwritten_output()
-    return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the broken pipe
-
-
-def _drop_unwritten_output() -> None:
-    """Point stdout at /dev/null, so the interpreter's final flush neither
-    complains about a reader gone nor waits on one that stopped reading."""
+    SIGPIPE'd tool would, and point stdout at /dev/null so the interpreter's
+    final flush does not complain either."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass  # stdout is not a real file: nothing will flush to the pipe
+    return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the broken pipe
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,7 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"piwatch: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        _drop_unwritten_output()  # Ctrl-C ends at once, even when stdout's reader has stopped reading
         return 130
     except sqlite3.Error as exc:
         print(f"piwatch: {_database_error(ns, exc)}", file=sys.stderr)
