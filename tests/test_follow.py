@@ -211,6 +211,8 @@ def test_cli_search_follow_prints_hits_as_they_arrive(world):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # Started as a non-interactive shell starts a background job: SIGINT ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
         try:
             assert "following" in proc.stderr.readline()
@@ -218,7 +220,7 @@ def test_cli_search_follow_prints_hits_as_they_arrive(world):
             lines = [proc.stdout.readline() for _ in range(1 if "--json" in args else 3)]
             assert eid in parse(lines[0]) if "--json" in args else eid in lines[1]
             assert "\x1b" not in "".join(lines)  # session text never reaches the terminal raw
-            proc.send_signal(signal.SIGINT)  # stops it even when this test runs with SIGINT ignored
+            proc.send_signal(signal.SIGINT)  # stops it although it started with SIGINT ignored
             assert proc.wait(10) == 130
             assert "Traceback" not in proc.stderr.read()
         finally:
