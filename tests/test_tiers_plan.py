@@ -14,6 +14,7 @@ from piwatchd.text.tiers import (
     content_terms,
     edit_distance,
     edits1,
+    edits1_changing_prefix,
     label,
     partial_plan,
     rank_repairs,
@@ -125,6 +126,16 @@ def test_edits1_are_exactly_distance_one(word):
     neighbours = edits1(word)
     assert word not in neighbours
     assert all(edit_distance(word, n, 2) == 1 for n in neighbours)
+
+
+@settings(max_examples=80)
+@given(st.text("abcdefgh", min_size=1, max_size=10), st.integers(0, 4))
+def test_edits_changing_a_prefix_and_those_keeping_it_are_all_edits(word, n):
+    """A repair looks up only the edits within the first n characters; the
+    rest keep that prefix, so the walk over the prefix's words holds them."""
+    changing = edits1_changing_prefix(word, n)
+    assert not any(w.startswith(word[:n]) for w in changing)
+    assert changing | {w for w in edits1(word) if w.startswith(word[:n])} == edits1(word)
 
 
 @pytest.mark.parametrize(

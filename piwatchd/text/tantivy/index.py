@@ -44,6 +44,7 @@ __all__ = [
     "register_text",
     "unregister_text",
     "TEXT_LAYOUT",
+    "within_docs",
 ]
 
 # Bumped when the document layout changes: a mismatch rebuilds the text index.
@@ -223,8 +224,9 @@ class TantivyText:
     def tokens(self, text: str) -> list[str]:
         return self.analyzer.analyze(text)
 
-    def term_query(self, term: Term) -> Query:
-        """One query word (or phrase) as written, in text or meta."""
+    def term_query(self, term: Term, within: Query | None = None) -> Query:
+        """One query word (or phrase) as written, in text or meta; only in
+        the documents of `within` (`events_query`) when given."""
         words = self.tokens(term.text)
         if not words:
             return Query.empty_query()
@@ -234,6 +236,7 @@ class TantivyText:
                 q = Query.term_query(self.schema, name, words[0])
             else:
                 q = Query.phrase_query(self.schema, name, list[str | tuple[int, str]](words))
+            q = within_docs(q, within)
             if name == "meta":
                 q = Query.boost_query(q, META_WEIGHT)
             per_field.append((Occur.Should, q))
@@ -291,17 +294,26 @@ class TantivyText:
             # Filters admit; they must not change the score.
             q = self._clause_query(clause)
             parts.append((occur, Query.const_score_query(q, 0.0) if occur == Occur.Must else q))
-        event_keys = [str(e) for e in events]
-        if event_keys:
-            parts.append(
-                (Occur.Must, Query.const_score_query(Query.term_set_query(self.schema, "event", event_keys), 0.0))
-            )
+        only = self.events_query(events)
+        if only is not None:
+            parts.append((Occur.Must, only))
         excluded = [str(e) for e in exclude]
         if excluded:
             parts.append((Occur.MustNot, Query.term_set_query(self.schema, "event", excluded)))
         if len(parts) == 1:
             return parts[0][1]  # a nested boolean costs ~30% on a common word
         return Query.boolean_query(parts)
+
+    def events_query(self, events: Iterable[int]) -> Query | None:
+        """The documents of `events` (scoring 0), for `within_docs`; None for none."""
+        keys = [str(e) for e in events]
+        if not keys:
+            return None
+        if len(keys) <= EVENT_TERMS_MAX:
+            q = Query.boolean_query([(Occur.Should, Query.term_query(self.schema, "event", k)) for k in keys])
+        else:
+            q = Query.term_set_query(self.schema, "event", keys)
+        return Query.const_score_query(q, 0.0)
 
     def _view(self) -> View:
         return self.overlay.view if self.overlay is not None else _NO_OVERLAY
@@ -328,6 +340,21 @@ class TantivyText:
 
 
 _NO_OVERLAY = View()
+
+# Up to this many events are matched as a union of their terms, more as a
+# term set (a bitset built per segment): the union is cheaper for a page.
+EVENT_TERMS_MAX = 64
+
+
+def within_docs(leaf: Query, within: Query | None) -> Query:
+    """`leaf` only in the documents of `within`. A search limited to a few
+    events (a page's counts and labels) puts the limit on every leaf term:
+    a union of word forms intersected with a few documents seeks through
+    dense posting windows (measured 3-4x the cost on 1 GB), while each term
+    intersected first stays a few documents."""
+    if within is None:
+        return leaf
+    return Query.boolean_query([(Occur.Must, leaf), (Occur.Must, within)])
 
 
 def _top(searcher: tantivy.Searcher, query: Query, k: int) -> list[tuple[float, int, int, int]]:

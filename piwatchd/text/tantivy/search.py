@@ -19,7 +19,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -37,6 +37,7 @@ from .tiers import (
     Repairs,
     forms_tokens,
     matched_masks,
+    partial_match_query,
     partial_word_query,
     repairs,
     spread_events,
@@ -88,9 +89,14 @@ def _ranked(
         k *= 4
 
 
-def _matched_counts(text: TantivyText, query: Query) -> dict[int, int]:
-    """How many fragments of each page event match `query` (built with
-    `events=` the page's events)."""
+def _matched_counts(text: TantivyText, request: SearchRequest, tier: _Tier, events: list[int]) -> dict[int, int]:
+    """How many fragments of each of `events` match the tier's query: its
+    words rebuilt with every term limited to those events (`within_docs`)."""
+    within = text.events_query(events)
+    if within is None:
+        return {}
+    words = [tier.word(t, within) for t in tier.terms]
+    query = text.combine(words, request.filters, min_match=tier.min_match)
     return Counter(event for _, _, event, _ in text.top(query, 10_000))
 
 
@@ -246,7 +252,7 @@ class _Marks:
         return _marked(body, lo, hi, spans)
 
     def window(self, body: str) -> str | None:
-        if self.loose is not None:
+        if self.loose:
             return self.loose_window(body)
         return _window(self.text, body, self.tokens)
 
@@ -278,11 +284,16 @@ class _Tier:
     """One tier's events (best first) and how to label and count them."""
 
     name: str
-    words: list[Query]  # one query per word
+    word: Callable[[Term, Query | None], Query]  # a word's query (within some documents)
     terms: list[Term]  # the words as searched (repaired ones replaced)
     min_match: int | None = None
     events: list[tuple[Any, ...]] = field(default_factory=list)
     counts: dict[int, int] | None = None
+    words: list[Query] = field(default_factory=list)  # one query per word, over the whole index
+
+    def __post_init__(self) -> None:
+        if not self.words:
+            self.words = [self.word(t, None) for t in self.terms]
 
 
 def _run(
@@ -310,7 +321,7 @@ def _tiers(
     """The exact tier, then, while fewer than `need` events were found and
     the request allows it: forms, repaired, and (below `limit`) partial. An
     event found by a tier is excluded from the tiers after it."""
-    exact = _Tier("exact", [text.term_query(t) for t in terms], terms)
+    exact = _Tier("exact", text.term_query, terms)
     seen: list[int] = []
     _run(conn, text, request, exact, seen, need, deadline)
     fixed = Repairs(terms, [], [])
@@ -321,11 +332,11 @@ def _tiers(
     # Skipped when a word is found nowhere (no event has every word) and
     # for phrases only (they match as phrases in every tier).
     if not fixed.options and not fixed.unmatched and not all(t.phrase for t in terms):
-        out.append(_Tier("forms", [word_query(text, t) for t in terms], terms))
+        out.append(_Tier("forms", functools.partial(word_query, text), terms))
         _run(conn, text, request, out[-1], seen, need, deadline)
     options, fixed = fixed.options, Repairs(terms, [], fixed.unmatched)
     for terms_k, replaced_k in options:  # the next repair only when one finds nothing
-        out.append(_Tier("repaired", [word_query(text, t) for t in terms_k], terms_k))
+        out.append(_Tier("repaired", functools.partial(word_query, text), terms_k))
         _run(conn, text, request, out[-1], seen, need, deadline)
         if out[-1].events:
             # Reported only with hits the caller may see: a repair never
@@ -340,7 +351,12 @@ def _tiers(
     if plan is not None and len(seen) < min(request.limit, need):
         weights = word_weights(text, list(plan.terms), text.count())
         words = [partial_word_query(text, t, w) for t, w in zip(plan.terms, weights, strict=True)]
-        out.append(_Tier("partial", words, list(plan.terms), plan.min_match))
+        # Its counts and labels come from `matched_masks`, never from `word`.
+        out.append(
+            _Tier(
+                "partial", functools.partial(partial_match_query, text), list(plan.terms), plan.min_match, words=words
+            )
+        )
         before = len(seen)
         _run(conn, text, request, out[-1], seen, need, deadline)
         if len(seen) < need:
@@ -418,8 +434,7 @@ def ranked_page(
         if tier.counts is not None:
             counts = tier.counts
         elif tier.name != "partial":
-            query = text.combine(tier.words, request.filters, ids, min_match=tier.min_match)
-            counts = _matched_counts(text, query) if ids else {}
+            counts = _matched_counts(text, request, tier, ids)
         held |= functools.reduce(operator.or_, masks.values(), 0)
         marks = _Marks(text, tier.terms, forms=tier.name != "exact")
         for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):

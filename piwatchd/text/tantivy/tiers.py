@@ -18,8 +18,8 @@ from tantivy import Occur, Query
 
 from ..identifiers import identifier_parts
 from ..query import SearchFilters, Term
-from ..tiers import edits1, idf, rank_repairs, repair_distance
-from .index import FORMS_FIELD, TantivyText
+from ..tiers import edits1, edits1_changing_prefix, idf, rank_repairs, repair_distance
+from .index import FORMS_FIELD, TantivyText, within_docs
 
 __all__ = [
     "Repairs",
@@ -46,12 +46,16 @@ def forms_tokens(text: TantivyText, term: Term) -> list[str]:
     return list(dict.fromkeys(text.forms_analyzer.analyze(" ".join(identifier_parts(term.text)))))
 
 
-def _stem_query(text: TantivyText, stem: str) -> Query:
+_STEM_FIELDS = (FORMS_FIELD, "text", "meta")
+
+
+def _stem_query(
+    text: TantivyText, stem: str, within: Query | None = None, fields: tuple[str, ...] = _STEM_FIELDS
+) -> Query:
     """A word with this stem: an inflected one (`forms`), or the stem itself
     as a word (`text`, `meta`: words that are their own stem stay there)."""
-    return Query.boolean_query(
-        [(Occur.Should, Query.term_query(text.schema, field, stem)) for field in (FORMS_FIELD, "text", "meta")]
-    )
+    leaves = [within_docs(Query.term_query(text.schema, field, stem), within) for field in fields]
+    return leaves[0] if len(leaves) == 1 else Query.boolean_query([(Occur.Should, q) for q in leaves])
 
 
 def _stem_doc_freq(text: TantivyText, stem: str) -> int:
@@ -59,13 +63,21 @@ def _stem_doc_freq(text: TantivyText, stem: str) -> int:
     return sum(searcher.doc_freq(field, stem) for field in (FORMS_FIELD, "text", "meta"))
 
 
-def word_query(text: TantivyText, term: Term) -> Query:
-    """One query word in the forms tier: as written, or by all its forms."""
-    exact = text.term_query(term)
+def word_query(text: TantivyText, term: Term, within: Query | None = None) -> Query:
+    """One query word in the forms tier: as written, or by all its forms
+    (only in the documents of `within`, when given)."""
+    exact = text.term_query(term, within)
     tokens = forms_tokens(text, term)
     if not tokens:
         return exact
-    forms = [(Occur.Must, _stem_query(text, t)) for t in tokens]
+    if len(tokens) == 1 and text.tokens(term.text) == tokens:
+        # A word that is its own stem: as a word of text/meta it is the
+        # exact clause already (a common word's postings read twice cost
+        # 2-3x the search); only its inflections (`forms`) add. Doubled, the
+        # exact clause scores about as when it was counted twice.
+        by_forms = _stem_query(text, tokens[0], within, (FORMS_FIELD,))
+        return Query.boolean_query([(Occur.Should, Query.boost_query(exact, 2.0)), (Occur.Should, by_forms)])
+    forms = [(Occur.Must, _stem_query(text, t, within)) for t in tokens]
     by_forms = forms[0][1] if len(forms) == 1 else Query.boolean_query(forms)
     return Query.boolean_query([(Occur.Should, exact), (Occur.Should, by_forms)])
 
@@ -113,17 +125,18 @@ def _derived(text: TantivyText, term: Term) -> list[str]:
     return sorted(out)
 
 
-def _derived_query(text: TantivyText, term: Term) -> Query | None:
-    derived = [(Occur.Should, _stem_query(text, t)) for t in _derived(text, term)]
+def _derived_query(text: TantivyText, term: Term, within: Query | None = None) -> Query | None:
+    derived = [(Occur.Should, _stem_query(text, t, within)) for t in _derived(text, term)]
     return Query.boolean_query(derived) if derived else None
 
 
-def partial_match_query(text: TantivyText, term: Term) -> Query:
-    """A word in the partial tier: as in the forms tier, or by a derivation."""
-    derived = _derived_query(text, term)
+def partial_match_query(text: TantivyText, term: Term, within: Query | None = None) -> Query:
+    """A word in the partial tier: as in the forms tier, or by a derivation
+    (only in the documents of `within`, when given)."""
+    derived = _derived_query(text, term, within)
     if derived is None:
-        return word_query(text, term)
-    return Query.boolean_query([(Occur.Should, word_query(text, term)), (Occur.Should, derived)])
+        return word_query(text, term, within)
+    return Query.boolean_query([(Occur.Should, word_query(text, term, within)), (Occur.Should, derived)])
 
 
 # A derivation is weaker evidence than a form: half the word's weight.
@@ -161,24 +174,31 @@ MAX_REPAIRED_WORDS = 3
 
 def _vocabulary(text: TantivyText, word: str) -> tuple[dict[str, int], dict[str, int]]:
     """Index words near `word`: every spelling one edit away that has
-    postings (one dictionary lookup each, ~1.4 us), and for words that may
-    be 2 edits away, the words sharing their first PREFIX_CHARS characters.
-    Whether the caller may see them is the repaired search's to say (it
-    runs with the caller's filters, and a repair is reported only with hits
-    that hold it); a fuzzy probe that checked first cost more than the
+    postings, and for words that may be 2 edits away, the words sharing
+    their first PREFIX_CHARS characters. That walk, when complete, holds
+    every 1-edit spelling keeping those characters, so only the edits
+    within them are looked up (one dictionary lookup each, ~1.4 us: ~260
+    instead of 37 per character, what a long word that matches nothing
+    cost). Whether the caller may see them is the repaired search's to say
+    (it runs with the caller's filters, and a repair is reported only with
+    hits that hold it); a fuzzy probe that checked first cost more than the
     lookups it saved (3-30 ms against 2-5 ms on 1 GB under load)."""
     searcher = text.index.searcher()
     found: dict[str, int] = {}
     near: dict[str, int] = {}  # found one edit away: no distance to compute
-    for candidate in edits1(word):
+    walked: list[tuple[str, int]] = []
+    complete = False
+    if repair_distance(word) > 1:
+        walked = searcher.terms_with_prefix("text", word[:PREFIX_CHARS], limit=PREFIX_TERMS_MAX)
+        complete = len(walked) < PREFIX_TERMS_MAX
+    for candidate in edits1_changing_prefix(word, PREFIX_CHARS) if complete else edits1(word):
         df = searcher.doc_freq("text", candidate)
         if df:
             found[candidate] = df
             near[candidate] = 1
-    if repair_distance(word) > 1:
-        for term, df in searcher.terms_with_prefix("text", word[:PREFIX_CHARS], limit=PREFIX_TERMS_MAX):
-            if abs(len(term) - len(word)) <= 2:
-                found[term] = df
+    for term, df in walked:
+        if abs(len(term) - len(word)) <= 2:
+            found[term] = df
     return found, near
 
 
@@ -272,6 +292,9 @@ def _fragment_masks(
     that holds one of `terms` (at most 24), by the partial tier's rule
     (`partial_match_query`): word i scores 2^i, so a fragment's score is the sum of
     the words it holds. One index search."""
+    # The events limit the whole query, not each term (`within_docs`): a
+    # partial word's many derivation terms each limited cost more than the
+    # union's seeks they save (measured on 1 GB).
     words = [Query.const_score_query(partial_match_query(text, t), float(1 << i)) for i, t in enumerate(terms)]
     query = text.combine(words, filters, events, min_match=1)
     return [(frag, event, round(score)) for score, frag, event, _ in text.top(query, LABEL_K)]

@@ -1,0 +1,120 @@
+"""Search CPU per query class, in-process: `python -m bench.search_cpu --bytes 1G`.
+
+The daemon's one request path (`Api.handle`, through `LocalTransport`, so
+the same wire encoding) on the cached index of `bench.search` (build it
+first with `python -m bench.search --bytes 1G --index-only`), with the same
+query classes. Each query's CPU time is the calling thread's
+(`time.thread_time`: Tantivy searches on the calling thread), which a
+loaded machine inflates far less than wall-clock time, so before/after
+comparisons hold on a shared machine; wall-clock is printed beside it.
+
+`--profile CLASS` runs that class under cProfile and prints the top
+functions by cumulative time; `--json FILE` writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import sys
+import time
+from pathlib import Path
+
+from piwatch.client import Client, PiwatchError
+from piwatch.transports import LocalTransport
+
+from bench.ingest import corpus, parse_bytes, pct
+from bench.search import ALL, build_queries
+from piwatchd.text.tantivy.index import TantivyText, register_text, text_dir
+
+
+def _one(client: Client, x: dict) -> tuple[float, float, int]:
+    t, c = time.perf_counter(), time.thread_time()
+    try:
+        n = len(client.search(x["query"], filters=x["filters"], caller=x["caller"], limit=20).hits)
+    except PiwatchError:
+        n = -1
+    return time.perf_counter() - t, time.thread_time() - c, n
+
+
+def run_class(client: Client, qs: list[dict]) -> dict:
+    for x in qs[:3]:  # warm-up
+        _one(client, x)
+    wall, cpu, hits = zip(*(_one(client, x) for x in qs), strict=True)
+    return {
+        "n": len(qs),
+        "cpuP50ms": round(pct(list(cpu), 50) * 1000, 2),
+        "cpuP99ms": round(pct(list(cpu), 99) * 1000, 2),
+        "cpuMeanms": round(sum(cpu) / len(cpu) * 1000, 2),
+        "wallP50ms": round(pct(list(wall), 50) * 1000, 2),
+        "wallP99ms": round(pct(list(wall), 99) * 1000, 2),
+        "hitsMean": round(sum(max(h, 0) for h in hits) / len(hits), 1),
+        "errors": sum(1 for h in hits if h < 0),
+    }
+
+
+def status_cpu(client: Client, n: int = 30) -> dict:
+    cpu = []
+    for _ in range(n):
+        c = time.thread_time()
+        client.status()
+        cpu.append(time.thread_time() - c)
+    return {"n": n, "cpuP50ms": round(pct(cpu, 50) * 1000, 2), "cpuP99ms": round(pct(cpu, 99) * 1000, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.search_cpu", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bytes", default="1G")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--shape", default="many-small")
+    ap.add_argument("--engine", default="tantivy")
+    ap.add_argument("--per-class", type=int, default=60)
+    ap.add_argument("--classes", help="only the classes whose names contain one of these comma-separated words")
+    ap.add_argument("--profile", help="profile this class (cProfile, top 40 by cumulative time)")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ns = ap.parse_args(argv)
+    cdir, m = corpus(parse_bytes(ns.bytes), ns.seed, ns.shape)
+    db = cdir / f"search-index-{ns.engine}.sqlite3"
+    if not db.exists():
+        print(f"no index at {db}: run python -m bench.search --bytes {ns.bytes} --index-only", file=sys.stderr)
+        return 2
+    queries = build_queries(m, cdir / "sessions", ns.per_class, random.Random(ns.seed))
+    if ns.classes:
+        queries = {k: v for k, v in queries.items() if any(w in k for w in ns.classes.split(","))}
+    client = Client(transport=LocalTransport(db), caller=ALL)
+    # The daemon's readers share the writer's index object and never reload
+    # it per search; a read-only user (the CLI) reloads each time. Register
+    # one shared object so the figures are the daemon's.
+    register_text(TantivyText(text_dir(db), writable=False))
+    if ns.profile:
+        qs = next(v for k, v in queries.items() if ns.profile in k)
+        run_class(client, qs[:3])
+        prof = cProfile.Profile()
+        prof.enable()
+        for x in qs:
+            _one(client, x)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+        return 0
+    report = {name: run_class(client, qs) for name, qs in queries.items()}
+    report["status"] = status_cpu(client)
+    print(f"{'class':28} {'n':>4} {'cpu p50':>8} {'cpu p99':>8} {'cpu mean':>8} {'wall p50':>8} {'wall p99':>8} hits")
+    for name, s in report.items():
+        if name == "status":
+            print(f"{'status':28} {s['n']:>4} {s['cpuP50ms']:>8} {s['cpuP99ms']:>8}")
+            continue
+        print(
+            f"{name:28} {s['n']:>4} {s['cpuP50ms']:>8} {s['cpuP99ms']:>8} {s['cpuMeanms']:>8} "
+            f"{s['wallP50ms']:>8} {s['wallP99ms']:>8} {s['hitsMean']}"
+        )
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(report, indent=1))
+    client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
