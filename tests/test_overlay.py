@@ -14,6 +14,7 @@ from piwatchd.text.query import SearchFilters, Term
 from piwatchd.text.tantivy import overlay as overlay_mod
 from piwatchd.text.tantivy.doc import EventFacts, TextDoc
 from piwatchd.text.tantivy.index import TantivyText
+from piwatchd.text.tantivy.tiers import word_weights
 
 
 def doc(frag: int, event: int, body: str, session: str = "s-1") -> TextDoc:
@@ -171,3 +172,16 @@ def test_kill9_after_an_append_was_found_converges(live):
     assert d2.stop() == 0
     assert q(live.db, "SELECT count(*) FROM text_debt") == [(0,)]
     assert TantivyText(live.db.parent / "index.sqlite3.tantivy", writable=False).count() == 4
+
+
+def test_word_analyses_are_remembered_until_the_disk_commit(text):
+    """A word's document frequency is remembered for a searcher generation:
+    the same query's tiers ask once, a commit asks again."""
+    text.add([doc(1, 1, "walrus heron"), doc(2, 2, "heron")])
+    text.commit()
+    first = word_weights(text, [Term("walrus", False)], 2)
+    text.add([doc(3, 3, "walrus"), doc(4, 4, "walrus")])
+    text.publish()
+    assert word_weights(text, [Term("walrus", False)], 2) == first  # the disk's generation is unchanged
+    text.commit()
+    assert word_weights(text, [Term("walrus", False)], 2) != first  # rarer no more

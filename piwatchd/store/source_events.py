@@ -100,6 +100,8 @@ def _remember(key: tuple[Any, ...], event: Event) -> None:
 
 def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int, Event]:
     """{event rowid: Event} for the rows whose source line still verifies."""
+    if not event_rowids:
+        return {}
     by_path: dict[str, list[tuple[Any, ...]]] = {}
     for row in conn.execute(
         "SELECT e.event_rowid, e.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"

@@ -20,10 +20,10 @@ import contextlib
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import tantivy
@@ -73,6 +73,9 @@ _RAW_FIELDS = (
 )
 # Meta words (tool name, error, custom type) count less than the text itself, as in FTS5.
 META_WEIGHT = 0.25
+# Words' analyses remembered per searcher generation (`TantivyText.memo`).
+MEMO_MAX = 4096
+T = TypeVar("T")
 WRITER_HEAP = 32 * 1024 * 1024  # a larger heap measured no faster here and cost ~30 MB more RSS
 
 
@@ -133,6 +136,12 @@ class TantivyText:
         # The writer's newest changes, searchable before the disk commit (`overlay`).
         self.overlay = Overlay(self.schema, self._register) if writable else None
         self._dirty = False
+        # Per-word analysis (forms, document frequencies, derivations,
+        # repairs) of the searcher generation it was computed on; a reload
+        # (commit or refresh) starts a new generation.
+        self.generation = 0
+        self._memo: dict[Hashable, Any] = {}
+        self._memo_generation = 0
 
     def _register(self, index: tantivy.Index) -> None:
         """Analyzers are registered each time an index is opened, before use."""
@@ -200,6 +209,7 @@ class TantivyText:
             self._writer.commit()
             self._dirty = False
             self.index.reload()
+            self.generation += 1
         if self.overlay is not None:
             self.overlay.disk_committed(idle=idle)
 
@@ -220,6 +230,20 @@ class TantivyText:
     def refresh(self) -> None:
         """See commits made by another process (the CLI's read-only use)."""
         self.index.reload()
+        self.generation += 1
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()`, remembered for this searcher generation (at most
+        MEMO_MAX keys): a query's words are analyzed once, not per tier,
+        count and label search, nor again by the next keystroke's query."""
+        if self._memo_generation != self.generation or len(self._memo) >= MEMO_MAX:
+            self._memo, self._memo_generation = {}, self.generation
+        memo = self._memo  # a reload meanwhile stores into the old generation's dict
+        try:
+            value: T = memo[key]
+        except KeyError:
+            value = memo[key] = compute()
+        return value
 
     def tokens(self, text: str) -> list[str]:
         return self.analyzer.analyze(text)

@@ -43,7 +43,11 @@ def forms_tokens(text: TantivyText, term: Term) -> list[str]:
     """The `forms` tokens a bare word must all have; [] for a phrase."""
     if term.phrase:
         return []
-    return list(dict.fromkeys(text.forms_analyzer.analyze(" ".join(identifier_parts(term.text)))))
+    return text.memo(("forms", term.text), lambda: _forms_tokens(text, term.text))
+
+
+def _forms_tokens(text: TantivyText, word: str) -> list[str]:
+    return list(dict.fromkeys(text.forms_analyzer.analyze(" ".join(identifier_parts(word)))))
 
 
 _STEM_FIELDS = (FORMS_FIELD, "text", "meta")
@@ -84,6 +88,10 @@ def word_query(text: TantivyText, term: Term, within: Query | None = None) -> Qu
 
 def _doc_freq(text: TantivyText, term: Term) -> int:
     """Documents holding the word in its rarest form (exact or forms)."""
+    return text.memo(("df", term.text, term.phrase), lambda: _count_docs(text, term))
+
+
+def _count_docs(text: TantivyText, term: Term) -> int:
     searcher = text.index.searcher()
     exact = text.tokens(term.text)
     tokens = forms_tokens(text, term)
@@ -111,6 +119,10 @@ DERIVED_TERMS = 64  # vocabulary terms listed per field and stem
 
 def _derived(text: TantivyText, term: Term) -> list[str]:
     """The stems a bare word's stem derives from or into (not itself)."""
+    return text.memo(("derived", term.text, term.phrase), lambda: _derivations(text, term))
+
+
+def _derivations(text: TantivyText, term: Term) -> list[str]:
     tokens = forms_tokens(text, term)
     if len(tokens) != 1 or len(tokens[0]) < MIN_DERIVED:
         return []
@@ -219,6 +231,10 @@ def _term_repairs(text: TantivyText, term: Term) -> list[str]:
     best first, each of its tokens without postings repaired (the rest of a
     compound name, `test_redeliver_after_timout`, kept); [] when one of
     them cannot be repaired."""
+    return text.memo(("repairs", term.text), lambda: _spellings(text, term))
+
+
+def _spellings(text: TantivyText, term: Term) -> list[str]:
     tokens = text.tokens(term.text)
     choices: list[list[str]] = []
     for token in tokens:
