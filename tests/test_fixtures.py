@@ -48,7 +48,12 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
     types = {}
     for e in entries:
         types[e["type"]] = types.get(e["type"], 0) + 1
-    got = dict(conn.execute("SELECT type, count(*) FROM events WHERE session_id=? GROUP BY type", (sid,)).fetchall())
+    got = dict(
+        conn.execute(
+            "SELECT type, count(*) FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) GROUP BY type",
+            (sid,),
+        ).fetchall()
+    )
     assert got == types  # every entry, message or not, is one event
     roles = {}
     for e in entries:
@@ -57,7 +62,8 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
     assert (
         dict(
             conn.execute(
-                "SELECT role, count(*) FROM events WHERE session_id=? AND type='message' GROUP BY role", (sid,)
+                "SELECT role, count(*) FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND type='message' GROUP BY role",
+                (sid,),
             ).fetchall()
         )
         == roles
@@ -66,14 +72,14 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
     calls = {
         r[0]
         for r in conn.execute(
-            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_id=? AND f.kind='tool.call'",
+            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND f.kind='tool.call'",
             (sid,),
         )
     }
     results = {
         r[0]
         for r in conn.execute(
-            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_id=? AND f.kind='tool.result'",
+            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND f.kind='tool.result'",
             (sid,),
         )
     }
@@ -86,13 +92,19 @@ def test_v1_compaction_first_kept_index_resolves(indexed):
     sid = source_lines(f"{V1}/before-compaction.jsonl")[0]["id"]
     metas = [
         json.loads(m)
-        for (m,) in conn.execute("SELECT meta FROM events WHERE session_id=? AND type='compaction'", (sid,))
+        for (m,) in conn.execute(
+            "SELECT meta FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND type='compaction'",
+            (sid,),
+        )
     ]
     assert len(metas) == 2
     lines = source_lines(f"{V1}/before-compaction.jsonl")
     for meta in metas:
         kept = meta["firstKeptEntryId"]
-        row = conn.execute("SELECT type, ordinal FROM events WHERE session_id=? AND entry_id=?", (sid, kept)).fetchone()
+        row = conn.execute(
+            "SELECT type, ordinal FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND entry_id=?",
+            (sid, kept),
+        ).fetchone()
         assert row is not None, kept
         # The id points at exactly the line Pi's index names (header = index 0).
         index = int(kept.split("-")[1])
@@ -108,10 +120,19 @@ def test_branched_from_and_thirdparty_files(indexed):
     assert parent.endswith("d97339c6-6c10-4827-846b-9ff1d9c3dc37.jsonl")
     # The irregular OpenClaw file indexes what it can: every line is an event.
     irregular = source_lines("third-party/openclaw-irregular.jsonl")
-    n = conn.execute("SELECT count(*) FROM events WHERE session_id=?", (irregular[0]["id"],)).fetchone()[0]
+    n = conn.execute(
+        "SELECT count(*) FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?)",
+        (irregular[0]["id"],),
+    ).fetchone()[0]
     assert n == len(irregular) - 1
     small = source_lines("third-party/pi-v3-small.jsonl")
-    ids = {r[0] for r in conn.execute("SELECT entry_id FROM events WHERE session_id=?", (small[0]["id"],))}
+    ids = {
+        r[0]
+        for r in conn.execute(
+            "SELECT entry_id FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?)",
+            (small[0]["id"],),
+        )
+    }
     assert ids == {e["id"] for e in small[1:]}
 
 
@@ -121,7 +142,8 @@ def test_fixture_events_record_source_locators(indexed):
     data = path.read_bytes()
     sid = source_lines(path)[0]["id"]
     for offset, length in conn.execute(
-        "SELECT byte_offset, byte_len FROM events WHERE session_id=? ORDER BY ordinal", (sid,)
+        "SELECT byte_offset, byte_len FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) ORDER BY ordinal",
+        (sid,),
     ):
         line = data[offset : offset + length]
         assert line.endswith(b"\n") and json.loads(line)["type"]

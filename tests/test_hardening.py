@@ -129,7 +129,13 @@ def test_unstorable_entry_never_blocks_the_entries_after_it(live, name, bad):
     with open(live.path, "ab") as fh:
         fh.write(jsonl(msg("s-1-z", "s-b", "user", "osprey arrives after the bad entry")))
     poll(lambda: search_cli(live.db, "osprey") == [("s-1", "s-1-z")], message=f"entry after a bad {name}")
-    ids = [r[0] for r in q(live.db, "SELECT entry_id FROM events WHERE session_id='s-1' ORDER BY ordinal")]
+    ids = [
+        r[0]
+        for r in q(
+            live.db,
+            "SELECT entry_id FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id='s-1') ORDER BY ordinal",
+        )
+    ]
     assert ids == ["s-1-a", "s-b", "s-1-z"]  # the bad entry keeps its place in the tree
     st = status_db(live.db)
     recent = [r for r in st["diagnostics"]["recent"] if r["code"] == "unprojectable"]

@@ -217,10 +217,19 @@ def test_restart_has_no_duplicates_and_no_reparse(live):
     poll(lambda: entry_ids(live.db) == ["a", "b", "c"])
     assert d.stop() == 0
     before = q(live.db, "SELECT path, bytes_ingested, last_ingest_ms, consumed FROM sources")
-    events_before = q(live.db, "SELECT session_id, entry_id, ordinal, fingerprint FROM events ORDER BY 1, 3")
+    events_before = q(
+        live.db,
+        "SELECT s.session_id, e.entry_id, e.ordinal, e.fingerprint FROM events e JOIN sessions s USING(session_key) ORDER BY 1, 3",
+    )
     d2 = live.daemon()
     assert q(live.db, "SELECT path, bytes_ingested, last_ingest_ms, consumed FROM sources") == before
-    assert q(live.db, "SELECT session_id, entry_id, ordinal, fingerprint FROM events ORDER BY 1, 3") == events_before
+    assert (
+        q(
+            live.db,
+            "SELECT s.session_id, e.entry_id, e.ordinal, e.fingerprint FROM events e JOIN sessions s USING(session_key) ORDER BY 1, 3",
+        )
+        == events_before
+    )
     assert d2.state().bytes_ingested == 0
     # The partial line completes after the restart: ingested once.
     with open(live.path, "ab") as fh:
@@ -254,13 +263,13 @@ def pitools():
 def _index_snapshot(db: Path):
     events = q(
         db,
-        "SELECT e.session_id, e.entry_id, e.ordinal, e.type, e.parent_id, e.fingerprint, e.byte_offset"
-        " FROM events e ORDER BY 1, 3",
+        "SELECT s.session_id, e.entry_id, e.ordinal, e.type, e.parent_id, e.fingerprint, e.byte_offset"
+        " FROM events e JOIN sessions s USING(session_key) ORDER BY 1, 3",
     )
     frags = q(
         db,
-        "SELECT e.session_id, e.entry_id, f.fragment_id, f.kind, f.body, f.tail FROM fragments f"
-        " JOIN events e ON e.event_rowid = f.event_rowid ORDER BY 1, 2, 3",
+        "SELECT s.session_id, e.entry_id, f.fragment_id, f.kind, f.body, f.tail FROM fragments f"
+        " JOIN events e ON e.event_rowid = f.event_rowid JOIN sessions s USING(session_key) ORDER BY 1, 2, 3",
     )
     return events, frags
 
@@ -297,9 +306,18 @@ def test_real_pi_writes_forks_appends_and_migrates_while_running(live, pitools):
             sid = mig.get("sessionId")
             poll(
                 lambda: (
-                    q(live.db, "SELECT count(*) FROM events WHERE session_id=? AND entry_id LIKE 'v1-%'", sid)[0][0]
+                    q(
+                        live.db,
+                        "SELECT count(*) FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND entry_id LIKE 'v1-%'",
+                        sid,
+                    )[0][0]
                     == 0
-                    and q(live.db, "SELECT count(*) FROM events WHERE session_id=?", sid)[0][0] > 0
+                    and q(
+                        live.db,
+                        "SELECT count(*) FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?)",
+                        sid,
+                    )[0][0]
+                    > 0
                 ),
                 30,
                 message="migration",

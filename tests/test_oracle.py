@@ -43,7 +43,9 @@ def _states(db: Path) -> dict[tuple[str, str], tuple[str, str]]:
     try:
         return {
             (s, e): (b, sel)
-            for s, e, b, sel in conn.execute("SELECT session_id, entry_id, branch_state, selection_state FROM events")
+            for s, e, b, sel in conn.execute(
+                "SELECT s.session_id, e.entry_id, e.branch_state, e.selection_state FROM events e JOIN sessions s USING(session_key)"
+            )
         }
     finally:
         conn.close()

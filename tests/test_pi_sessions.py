@@ -45,7 +45,10 @@ def test_every_entry_type_indexes_without_problems(scenario_index):
     for f in manifest["files"]:
         ids = [
             r[0]
-            for r in conn.execute("SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", (f["sessionId"],))
+            for r in conn.execute(
+                "SELECT entry_id FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) ORDER BY ordinal",
+                (f["sessionId"],),
+            )
         ]
         # One event per entry id, in file order (Pi's duplicate-id rule keeps the first position).
         assert ids == list(dict.fromkeys(f["entryIds"])), f["scenario"]

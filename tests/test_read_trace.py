@@ -323,7 +323,7 @@ def test_append_to_long_session_updates_a_bounded_number_of_rows(short_tmp):
     def states():
         return dict(
             conn.execute(
-                "SELECT entry_id, branch_state || '/' || selection_state FROM events WHERE session_id='long-1'"
+                "SELECT entry_id, branch_state || '/' || selection_state FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id='long-1')"
             )
         )
 

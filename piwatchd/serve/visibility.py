@@ -19,7 +19,7 @@ from typing import NamedTuple
 from piwatch import wire
 
 from ..store.catalog import SessionRow, child_sessions, session_rows
-from ..store.ids import IN_IDS, id_list
+from ..store.ids import IN_IDS, KEY, id_list
 from ..text.search import iso_time
 from .auth import CallerScope
 
@@ -101,7 +101,8 @@ class Visibility:
     def _ordinal_of_cutoff(self, session_id: str) -> int | None:
         if session_id not in self._cutoff_ordinals:
             row = self.conn.execute(
-                "SELECT ordinal FROM events WHERE session_id=? AND entry_id=?", (session_id, self.scope.cutoff_entry)
+                f"SELECT ordinal FROM events WHERE session_key={KEY} AND entry_id=?",
+                (session_id, self.scope.cutoff_entry),
             ).fetchone()
             self._cutoff_ordinals[session_id] = row[0] if row else None
         return self._cutoff_ordinals[session_id]
@@ -132,11 +133,12 @@ class Visibility:
         if cap is None:
             return SessionView(row.name, row.first_ms, row.last_ms, row.entry_count)
         first, last, count = self.conn.execute(
-            "SELECT min(ts_ms), max(ts_ms), count(*) FROM events WHERE session_id=? AND ordinal < ?", (session_id, cap)
+            f"SELECT min(ts_ms), max(ts_ms), count(*) FROM events WHERE session_key={KEY} AND ordinal < ?",
+            (session_id, cap),
         ).fetchone()
         named = self.conn.execute(
             "SELECT json_extract(meta, '$.name') FROM events"
-            " WHERE session_id=? AND ordinal < ? AND type='session_info' ORDER BY ordinal DESC LIMIT 1",
+            f" WHERE session_key={KEY} AND ordinal < ? AND type='session_info' ORDER BY ordinal DESC LIMIT 1",
             (session_id, cap),
         ).fetchone()
         return SessionView((named[0] or None) if named else None, first, last, count)
@@ -150,7 +152,7 @@ class Visibility:
         if cap is None or cap < 0:
             return None
         row = self.conn.execute(
-            "SELECT byte_offset FROM events WHERE session_id=? AND ordinal=?", (session_id, cap)
+            f"SELECT byte_offset FROM events WHERE session_key={KEY} AND ordinal=?", (session_id, cap)
         ).fetchone()
         return row[0] if row else None
 
@@ -246,7 +248,7 @@ class Visibility:
                 continue
             cap = self.cap(sid)
             for eid, ordinal in self.conn.execute(
-                f"SELECT entry_id, ordinal FROM events WHERE session_id=? AND entry_id {IN_IDS}",
+                f"SELECT entry_id, ordinal FROM events WHERE session_key={KEY} AND entry_id {IN_IDS}",
                 (sid, id_list(sorted(eids))),
             ):
                 if cap is None or ordinal < cap:

@@ -28,7 +28,7 @@ __all__ = [
     "searchable_bytes",
 ]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _TABLES = (
     "fragments",
@@ -67,7 +67,6 @@ CREATE TABLE sources (
     bytes_ingested INTEGER NOT NULL DEFAULT 0,
     last_ingest_ms INTEGER
 );
-CREATE INDEX sources_session ON sources(session_id);
 
 CREATE TABLE diagnostics (
     source_id   INTEGER NOT NULL,
@@ -79,8 +78,13 @@ CREATE TABLE diagnostics (
 );
 CREATE INDEX diagnostics_source ON diagnostics(source_id);
 
+-- `session_key`: the session's integer key, the one every per-event table
+-- repeats (a session id, 36 bytes, took a third of the rows and indexes that
+-- repeat it); the public identity stays (session_id, entry_id). Keys of
+-- deleted sessions may be reused: every row keyed by one goes with its session.
 CREATE TABLE sessions (
-    session_id        TEXT PRIMARY KEY,
+    session_key       INTEGER PRIMARY KEY,
+    session_id        TEXT NOT NULL UNIQUE,
     source_id         INTEGER NOT NULL,
     cwd               TEXT,
     cwd_norm          TEXT,
@@ -103,7 +107,7 @@ CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
 -- deleted event can never name a different event later.
 CREATE TABLE events (
     event_rowid     INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id      TEXT NOT NULL,
+    session_key     INTEGER NOT NULL,
     entry_id        TEXT NOT NULL,
     ordinal         INTEGER NOT NULL,
     parent_id       TEXT,
@@ -120,11 +124,11 @@ CREATE TABLE events (
     branch_state    TEXT NOT NULL DEFAULT 'unknown',
     selection_state TEXT NOT NULL DEFAULT 'unknown',
     meta            TEXT,
-    UNIQUE (session_id, entry_id)
+    UNIQUE (session_key, entry_id)
 );
-CREATE INDEX events_session_ordinal ON events(session_id, ordinal);
+CREATE INDEX events_session_ordinal ON events(session_key, ordinal);
 -- Children of an entry, for branch-order reads and traces.
-CREATE INDEX events_session_parent ON events(session_id, parent_id);
+CREATE INDEX events_session_parent ON events(session_key, parent_id);
 
 -- body/tail/meta hold the text only when the engine keeps it in SQLite
 -- (`keeps_text`); otherwise the text is in the engine's index alone (never
@@ -143,22 +147,23 @@ CREATE TABLE fragments (
     UNIQUE (event_rowid, fragment_id)
 );
 
+-- A target entry is always in the edge's own session (entries name entries of
+-- their own file); other targets are known only by what was recorded.
 CREATE TABLE relationships (
-    session_id  TEXT NOT NULL,
+    session_key INTEGER NOT NULL,
     entry_id    TEXT,           -- NULL: an edge of the session itself (session-parent)
     kind        TEXT NOT NULL,  -- tool-result-for | compacts | branch-summary-from | labels | context-edit | session-parent
-    target_session_id TEXT,     -- NULL when the target is known only by what was recorded
-    target_entry_id   TEXT,
+    target_entry_id   TEXT,     -- NULL when the target is known only by what was recorded
     target_ref  TEXT,           -- as recorded when not an identity: a session path, "root"
     provenance  TEXT NOT NULL,  -- recorded | derived
     detail      TEXT
 );
-CREATE INDEX relationships_from ON relationships(session_id, entry_id);
-CREATE INDEX relationships_to ON relationships(target_session_id, target_entry_id);
+CREATE INDEX relationships_from ON relationships(session_key, entry_id);
+CREATE INDEX relationships_to ON relationships(session_key, target_entry_id);
 
 -- Which events read or changed which files (piwatchd.model.relations).
 CREATE TABLE file_evidence (
-    session_id  TEXT NOT NULL,
+    session_key INTEGER NOT NULL,
     entry_id    TEXT NOT NULL,
     path        TEXT NOT NULL,  -- resolved against the session cwd, normalized
     mode        TEXT NOT NULL,  -- read | changed
@@ -169,15 +174,15 @@ CREATE TABLE file_evidence (
     call_id     TEXT
 );
 CREATE INDEX file_evidence_path ON file_evidence(path, mode);
-CREATE INDEX file_evidence_entry ON file_evidence(session_id, entry_id);
+CREATE INDEX file_evidence_entry ON file_evidence(session_key, entry_id);
 
 -- Tree facts an entry's type and role do not imply (piwatchd.model.tree.node_facts);
 -- only entries that have some get a row.
 CREATE TABLE tree_facts (
-    session_id  TEXT NOT NULL,
+    session_key INTEGER NOT NULL,
     entry_id    TEXT NOT NULL,
     facts       TEXT NOT NULL,
-    PRIMARY KEY (session_id, entry_id)
+    PRIMARY KEY (session_key, entry_id)
 ) WITHOUT ROWID;
 
 -- Tool-result joins look calls up by id.
@@ -185,8 +190,8 @@ CREATE INDEX fragments_call ON fragments(call_id) WHERE call_id IS NOT NULL;
 
 -- The writer deletes a session's events and relationships; derived tree rows follow the session row.
 CREATE TRIGGER sessions_tree_ad AFTER DELETE ON sessions BEGIN
-    DELETE FROM file_evidence WHERE session_id = old.session_id;
-    DELETE FROM tree_facts WHERE session_id = old.session_id;
+    DELETE FROM file_evidence WHERE session_key = old.session_key;
+    DELETE FROM tree_facts WHERE session_key = old.session_key;
 END;
 
 -- Sessions whose text-index documents may lag their rows: written in the

@@ -104,8 +104,8 @@ def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int,
         return {}
     by_path: dict[str, list[tuple[Any, ...]]] = {}
     for row in conn.execute(
-        "SELECT e.event_rowid, e.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"
-        " e.fingerprint, e.id_recorded, src.path FROM events e JOIN sessions s ON s.session_id = e.session_id"
+        "SELECT e.event_rowid, s.session_id, e.entry_id, e.parent_id, e.type, e.ordinal, e.byte_offset, e.byte_len,"
+        " e.fingerprint, e.id_recorded, src.path FROM events e JOIN sessions s ON s.session_key = e.session_key"
         " JOIN sources src ON src.source_id = s.source_id"
         f" WHERE e.event_rowid {IN_IDS}",
         (id_list(event_rowids),),

@@ -43,7 +43,7 @@ from ..model.relations import (
     evidence_for_calls,
 )
 from ..model.tree import Node, classify, make_node, node_facts, yields_model_message
-from .ids import IN_IDS, id_list
+from .ids import IN_IDS, KEY, id_list, session_key
 
 __all__ = ["TreeBatch", "TreeUpdate", "refresh_states", "load_nodes", "DbTreeView", "materialized_leaf_of"]
 
@@ -81,17 +81,17 @@ class _Rows:
     def write(self, conn: sqlite3.Connection) -> None:
         if self.facts:
             conn.executemany(
-                "INSERT OR REPLACE INTO tree_facts(session_id, entry_id, facts) VALUES (?,?,?)", self.facts
+                "INSERT OR REPLACE INTO tree_facts(session_key, entry_id, facts) VALUES (?,?,?)", self.facts
             )
         if self.edges:
             conn.executemany(
-                "INSERT INTO relationships(session_id, entry_id, kind, target_session_id, target_entry_id, target_ref,"
-                " provenance, detail) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO relationships(session_key, entry_id, kind, target_entry_id, target_ref, provenance, detail)"
+                " VALUES (?,?,?,?,?,?,?)",
                 self.edges,
             )
         if self.files:
             conn.executemany(
-                "INSERT INTO file_evidence(session_id, entry_id, path, mode, source, provenance, raw_path, tool_name,"
+                "INSERT INTO file_evidence(session_key, entry_id, path, mode, source, provenance, raw_path, tool_name,"
                 " call_id) VALUES (?,?,?,?,?,?,?,?,?)",
                 self.files,
             )
@@ -104,6 +104,7 @@ class TreeBatch:
         self.conn = conn
         self.full = full  # the session's rows were all (re)inserted in this transaction
         self.session_id: str | None = None
+        self.key = 0  # the session's integer key (`ids.session_key`), once `add` knows the session
         self.parent_session: str | None = None
         self.entries: list[Entry] = []  # this transaction's entries, for the fast path
         self._seen: set[str] = set()
@@ -115,17 +116,22 @@ class TreeBatch:
         if header is None or not entries:
             return
         sid = header.session_id
-        self.session_id = sid
+        if sid != self.session_id:
+            key = session_key(self.conn, sid)
+            if key is None:
+                raise ValueError(f"tree rows of session {sid!r} before its session row")
+            self.session_id, self.key = sid, key
         self.parent_session = header.parent_session
-        batch = self._replace_repeated(sid, entries)
+        key = self.key
+        batch = self._replace_repeated(key, entries)
         rows = _Rows()
         for e in batch:
-            evidence = self._entry_rows(sid, header.cwd, e, rows)
+            evidence = self._entry_rows(key, header.cwd, e, rows)
             if e.type == "message":
-                self._message_calls(sid, e, evidence, rows)
+                self._message_calls(key, e, evidence, rows)
         rows.write(self.conn)
 
-    def _replace_repeated(self, sid: str, entries: list[Entry]) -> list[Entry]:
+    def _replace_repeated(self, key: int, entries: list[Entry]) -> list[Entry]:
         """The batch with one entry per id. The later line of a repeated id wins
         (as in Pi): forget what the earlier one said."""
         last: dict[str, Entry] = {}
@@ -136,28 +142,28 @@ class TreeBatch:
         if stale:
             for table in ("relationships", "file_evidence", "tree_facts"):
                 self.conn.execute(
-                    f"DELETE FROM {table} WHERE session_id=? AND entry_id {IN_IDS}", (sid, id_list(stale))
+                    f"DELETE FROM {table} WHERE session_key=? AND entry_id {IN_IDS}", (key, id_list(stale))
                 )
         self._seen.update(last)
         self.entries.extend(batch)
         return batch
 
-    def _entry_rows(self, sid: str, cwd: str | None, e: Entry, rows: _Rows) -> list[FileEvidence]:
+    def _entry_rows(self, key: int, cwd: str | None, e: Entry, rows: _Rows) -> list[FileEvidence]:
         """One entry's own facts, edges and file evidence (returned: its tool calls' share is kept)."""
         data = e.data
         facts = node_facts(e.type, data)
         if facts:
-            rows.facts.append((sid, e.entry_id, orjson.dumps(facts).decode()))
+            rows.facts.append((key, e.entry_id, orjson.dumps(facts).decode()))
         for edge in entry_edges(data):
-            rows.edges.append(_edge_row(sid, e.entry_id, edge))
+            rows.edges.append(_edge_row(key, e.entry_id, edge))
         evidence = entry_file_evidence(data, cwd)
         if len(evidence) >= MAX_PATHS_PER_EVENT:
             self.capped.append(e)
         for ev in evidence:
-            rows.files.append(_file_row(sid, e.entry_id, ev))
+            rows.files.append(_file_row(key, e.entry_id, ev))
         return evidence
 
-    def _message_calls(self, sid: str, e: Entry, evidence: list[FileEvidence], rows: _Rows) -> None:
+    def _message_calls(self, key: int, e: Entry, evidence: list[FileEvidence], rows: _Rows) -> None:
         """Tool calls pair with their results: an assistant message's calls are
         remembered, a tool result is linked to its call and inherits its evidence."""
         msg = e.data.get("message")
@@ -172,34 +178,34 @@ class TreeBatch:
             for call_id in _call_ids(msg):
                 self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal, by_call.get(call_id, [])))
         elif role == "toolResult" and isinstance(msg.get("toolCallId"), str) and msg["toolCallId"]:
-            self._link_result(sid, e, msg["toolCallId"], rows)
+            self._link_result(key, e, msg["toolCallId"], rows)
 
-    def _link_result(self, sid: str, e: Entry, call_id: str, rows: _Rows) -> None:
-        found = self._find_call(sid, call_id, e)
+    def _link_result(self, key: int, e: Entry, call_id: str, rows: _Rows) -> None:
+        found = self._find_call(key, call_id, e)
         if found is None:
             return
         call, single = found
         detail = {"toolCallId": call_id, **({} if single else {"chosenAmongCandidates": True})}
         edge = Edge("tool-result-for", call.entry_id, provenance="recorded" if single else "derived", detail=detail)
-        rows.edges.append(_edge_row(sid, e.entry_id, edge))
+        rows.edges.append(_edge_row(key, e.entry_id, edge))
         for ev in evidence_for_calls(call.evidence):
-            rows.files.append(_file_row(sid, e.entry_id, ev))
+            rows.files.append(_file_row(key, e.entry_id, ev))
 
-    def _find_call(self, sid: str, call_id: str, result: Entry) -> tuple[_Call, bool] | None:
+    def _find_call(self, key: int, call_id: str, result: Entry) -> tuple[_Call, bool] | None:
         candidates = list(self._calls.get(call_id, []))
         if not candidates and not self.full:
             # The call was ingested by an earlier transaction.
             for entry_id, ordinal in self.conn.execute(
                 "SELECT e.entry_id, e.ordinal FROM fragments f JOIN events e ON e.event_rowid = f.event_rowid"
-                " WHERE f.call_id = ? AND f.kind = 'tool.call' AND e.session_id = ?",
-                (call_id, sid),
+                " WHERE f.call_id = ? AND f.kind = 'tool.call' AND e.session_key = ?",
+                (call_id, key),
             ):
                 evidence = [
                     FileEvidence(r[0], r[1], "tool-call", "recorded", r[2], r[3], call_id)
                     for r in self.conn.execute(
-                        "SELECT path, mode, raw_path, tool_name FROM file_evidence WHERE session_id=? AND entry_id=?"
+                        "SELECT path, mode, raw_path, tool_name FROM file_evidence WHERE session_key=? AND entry_id=?"
                         " AND call_id=? AND source='tool-call'",
-                        (sid, entry_id, call_id),
+                        (key, entry_id, call_id),
                     )
                 ]
                 candidates.append(_Call(entry_id, ordinal, evidence))
@@ -219,29 +225,29 @@ class TreeBatch:
         sid = self.session_id
         if sid is None:
             return None
-        self._session_edges(sid)
+        self._session_edges(self.key)
         if not self.full:
             fast = _fast_append(self.conn, sid, self.entries)
             if fast is not None:
                 return fast
         return refresh_states(self.conn, sid)
 
-    def _session_edges(self, sid: str) -> None:
+    def _session_edges(self, key: int) -> None:
         if not self.parent_session:
             return
         if (
             not self.full
             and self.conn.execute(
-                "SELECT 1 FROM relationships WHERE session_id=? AND entry_id IS NULL AND kind='session-parent' LIMIT 1",
-                (sid,),
+                "SELECT 1 FROM relationships WHERE session_key=? AND entry_id IS NULL AND kind='session-parent' LIMIT 1",
+                (key,),
             ).fetchone()
         ):
             return
         # Resolved again when read: the parent may be indexed later, or move.
         self.conn.execute(
-            "INSERT INTO relationships(session_id, entry_id, kind, target_session_id, target_entry_id, target_ref,"
-            " provenance, detail) VALUES (?, NULL, 'session-parent', NULL, NULL, ?, 'recorded', NULL)",
-            (sid, self.parent_session),
+            "INSERT INTO relationships(session_key, entry_id, kind, target_entry_id, target_ref, provenance, detail)"
+            " VALUES (?, NULL, 'session-parent', NULL, ?, 'recorded', NULL)",
+            (key, self.parent_session),
         )
 
 
@@ -259,12 +265,11 @@ def _call_ids(msg: dict[str, Any]) -> list[str]:
     return out
 
 
-def _edge_row(sid: str, entry_id: str, edge: Edge) -> tuple[Any, ...]:
+def _edge_row(key: int, entry_id: str, edge: Edge) -> tuple[Any, ...]:
     return (
-        sid,
+        key,
         entry_id,
         edge.kind,
-        sid if edge.target_entry_id is not None else None,
         edge.target_entry_id,
         edge.target_ref,
         edge.provenance,
@@ -272,8 +277,8 @@ def _edge_row(sid: str, entry_id: str, edge: Edge) -> tuple[Any, ...]:
     )
 
 
-def _file_row(sid: str, entry_id: str, ev: FileEvidence) -> tuple[Any, ...]:
-    return (sid, entry_id, ev.path, ev.mode, ev.source, ev.provenance, ev.raw_path, ev.tool_name, ev.call_id)
+def _file_row(key: int, entry_id: str, ev: FileEvidence) -> tuple[Any, ...]:
+    return (key, entry_id, ev.path, ev.mode, ev.source, ev.provenance, ev.raw_path, ev.tool_name, ev.call_id)
 
 
 def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> TreeUpdate | None:
@@ -287,13 +292,13 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
         if e.parent_id != prev.entry_id:
             return None
     row = conn.execute(
-        "SELECT branch_state FROM events WHERE session_id=? AND entry_id=?", (sid, first.parent_id)
+        f"SELECT branch_state FROM events WHERE session_key={KEY} AND entry_id=?", (sid, first.parent_id)
     ).fetchone()
     if row is None or row[0] != BranchState.SELECTED.value:
         return None
     # A selected entry without a selected child is the previous leaf.
     if conn.execute(
-        "SELECT 1 FROM events WHERE session_id=? AND parent_id=? AND branch_state='selected' LIMIT 1",
+        f"SELECT 1 FROM events WHERE session_key={KEY} AND parent_id=? AND branch_state='selected' LIMIT 1",
         (sid, first.parent_id),
     ).fetchone():
         return None
@@ -301,7 +306,7 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
     # Repeated ids keep their old rows (and states): not a plain continuation.
     if ids:
         n = conn.execute(
-            f"SELECT count(*) FROM events WHERE session_id=? AND entry_id {IN_IDS} AND branch_state != 'unknown'",
+            f"SELECT count(*) FROM events WHERE session_key={KEY} AND entry_id {IN_IDS} AND branch_state != 'unknown'",
             (sid, id_list(ids)),
         ).fetchone()[0]
         if n:
@@ -316,7 +321,9 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
         # none of these entries is an edit, so none is omitted.
         sel = SelectionState.DIRECT if yields_model_message(node) else SelectionState.NOT_APPLICABLE
         rows.append((BranchState.SELECTED.value, sel.value, sid, e.entry_id))
-    conn.executemany("UPDATE events SET branch_state=?, selection_state=? WHERE session_id=? AND entry_id=?", rows)
+    conn.executemany(
+        f"UPDATE events SET branch_state=?, selection_state=? WHERE session_key={KEY} AND entry_id=?", rows
+    )
     return TreeUpdate(sid, "fast", rows_read=2, rows_updated=len(rows))
 
 
@@ -330,12 +337,13 @@ def load_nodes(conn: sqlite3.Connection, session_id: str) -> tuple[list[Node], d
     """The session skeleton: nodes, stored (branch, selection) per id, last appended id."""
     facts = {
         eid: orjson.loads(f)
-        for eid, f in conn.execute("SELECT entry_id, facts FROM tree_facts WHERE session_id=?", (session_id,))
+        for eid, f in conn.execute(f"SELECT entry_id, facts FROM tree_facts WHERE session_key={KEY}", (session_id,))
     }
     nodes: list[Node] = []
     stored: dict[str, tuple[str, str]] = {}
     for eid, parent, etype, role, ordinal, b, s in conn.execute(
-        "SELECT entry_id, parent_id, type, role, ordinal, branch_state, selection_state FROM events WHERE session_id=?",
+        "SELECT entry_id, parent_id, type, role, ordinal, branch_state, selection_state FROM events"
+        f" WHERE session_key={KEY}",
         (session_id,),
     ):
         nodes.append(make_node(eid, parent, etype, role, ordinal, facts.get(eid)))
@@ -355,15 +363,17 @@ def refresh_states(conn: sqlite3.Connection, session_id: str) -> TreeUpdate:
         if branch[eid] != b or selection[eid] != s:
             rows.append((branch[eid].value, selection[eid].value, session_id, eid))
     if rows:
-        conn.executemany("UPDATE events SET branch_state=?, selection_state=? WHERE session_id=? AND entry_id=?", rows)
+        conn.executemany(
+            f"UPDATE events SET branch_state=?, selection_state=? WHERE session_key={KEY} AND entry_id=?", rows
+        )
     return TreeUpdate(session_id, "full", rows_read=len(nodes), rows_updated=len(rows), changed=[r[3] for r in rows])
 
 
 def materialized_leaf_of(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, bool]:
     """(leaf id, known) from the last appended line, honouring a `leaf` entry."""
     row = conn.execute(
-        "SELECT s.leaf_id, e.type, tf.facts FROM sessions s LEFT JOIN events e ON e.session_id = s.session_id"
-        " AND e.entry_id = s.leaf_id LEFT JOIN tree_facts tf ON tf.session_id = s.session_id AND tf.entry_id = s.leaf_id"
+        "SELECT s.leaf_id, e.type, tf.facts FROM sessions s LEFT JOIN events e ON e.session_key = s.session_key"
+        " AND e.entry_id = s.leaf_id LEFT JOIN tree_facts tf ON tf.session_key = s.session_key AND tf.entry_id = s.leaf_id"
         " WHERE s.session_id=?",
         (session_id,),
     ).fetchone()
@@ -374,7 +384,9 @@ def materialized_leaf_of(conn: sqlite3.Connection, session_id: str) -> tuple[str
     target = orjson.loads(row[2]).get("target_id") if row[2] else None
     if target is None:
         return None, True
-    exists = conn.execute("SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (session_id, target)).fetchone()
+    exists = conn.execute(
+        f"SELECT 1 FROM events WHERE session_key={KEY} AND entry_id=?", (session_id, target)
+    ).fetchone()
     return (target, True) if exists else (None, False)
 
 
@@ -392,7 +404,7 @@ class DbTreeView:
         "e.entry_id, e.parent_id, e.type, e.role, e.ordinal, e.branch_state, e.selection_state, e.context_role,"
         " e.ts_ms, e.byte_offset, e.byte_len, e.fingerprint, e.is_error, e.tool_names, e.meta, e.id_recorded, tf.facts"
     )
-    _FROM = "events e LEFT JOIN tree_facts tf ON tf.session_id = e.session_id AND tf.entry_id = e.entry_id"
+    _FROM = "events e LEFT JOIN tree_facts tf ON tf.session_key = e.session_key AND tf.entry_id = e.entry_id"
 
     def _remember(self, r: tuple[Any, ...]) -> Node:
         node = make_node(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[16]) if r[16] else None)
@@ -420,7 +432,7 @@ class DbTreeView:
     def node(self, entry_id: str) -> Node | None:
         if entry_id not in self._nodes:
             r = self.conn.execute(
-                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_id=? AND e.entry_id=?",
+                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_key={KEY} AND e.entry_id=?",
                 (self.session_id, entry_id),
             ).fetchone()
             if r is None:
@@ -437,11 +449,11 @@ class DbTreeView:
         alternate branch one lookup per ancestor cost hundreds of queries."""
         for r in self.conn.execute(
             "WITH RECURSIVE up(id, depth) AS ("
-            " SELECT parent_id, 1 FROM events WHERE session_id=? AND entry_id=?"
+            f" SELECT parent_id, 1 FROM events WHERE session_key={KEY} AND entry_id=?"
             " UNION ALL SELECT e.parent_id, up.depth + 1 FROM up JOIN events e"
-            " ON e.session_id=? AND e.entry_id = up.id WHERE up.id IS NOT NULL AND up.depth < ?)"
-            f" SELECT {self._COLS} FROM up JOIN events e ON e.session_id=? AND e.entry_id = up.id"
-            " LEFT JOIN tree_facts tf ON tf.session_id = e.session_id AND tf.entry_id = e.entry_id",
+            f" ON e.session_key={KEY} AND e.entry_id = up.id WHERE up.id IS NOT NULL AND up.depth < ?)"
+            f" SELECT {self._COLS} FROM up JOIN events e ON e.session_key={KEY} AND e.entry_id = up.id"
+            " LEFT JOIN tree_facts tf ON tf.session_key = e.session_key AND tf.entry_id = e.entry_id",
             (self.session_id, entry_id, self.session_id, limit, self.session_id),
         ):
             if r[0] not in self._nodes:
@@ -452,7 +464,7 @@ class DbTreeView:
             self._children[entry_id] = [
                 self._remember(r)
                 for r in self.conn.execute(
-                    f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_id=? AND e.parent_id=? ORDER BY e.ordinal",
+                    f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_key={KEY} AND e.parent_id=? ORDER BY e.ordinal",
                     (self.session_id, entry_id),
                 )
             ]
@@ -469,14 +481,15 @@ class DbTreeView:
         prev = [
             self._remember(r)
             for r in self.conn.execute(
-                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_id=? AND e.ordinal < ? ORDER BY e.ordinal DESC LIMIT ?",
+                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_key={KEY} AND e.ordinal < ?"
+                " ORDER BY e.ordinal DESC LIMIT ?",
                 (self.session_id, ordinal, before),
             )
         ]
         nxt = [
             self._remember(r)
             for r in self.conn.execute(
-                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_id=? AND e.ordinal > ? ORDER BY e.ordinal LIMIT ?",
+                f"SELECT {self._COLS} FROM {self._FROM} WHERE e.session_key={KEY} AND e.ordinal > ? ORDER BY e.ordinal LIMIT ?",
                 (self.session_id, ordinal, after),
             )
         ]

@@ -24,7 +24,7 @@ from ..model.events import Diagnostic, Event, Fragment, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
 from ..text.engine import Repaid, TextWriter, engine_of
-from .ids import IN_IDS, id_list
+from .ids import IN_IDS, id_list, session_key
 from .redaction import add_counts
 
 __all__ = ["IndexWriter", "SourceRecord", "normalize_cwd", "canonical_cwd", "MAX_DIAGNOSTICS_PER_SOURCE"]
@@ -76,7 +76,7 @@ def _now_ms() -> int:
 
 
 def _event_values(ev: Event) -> tuple[Any, ...]:
-    """An event's columns after (session_id, entry_id, ordinal), as insert and update write them."""
+    """An event's columns after (session_key, entry_id, ordinal), as insert and update write them."""
     return (
         ev.parent_id,
         ev.type,
@@ -283,13 +283,15 @@ class IndexWriter:
 
     def delete_session(self, session_id: str) -> None:
         self.text.delete_session(session_id)
+        key = session_key(self.conn, session_id)
+        if key is None:
+            return
         self.conn.execute(
-            "DELETE FROM fragments WHERE event_rowid IN (SELECT event_rowid FROM events WHERE session_id=?)",
-            (session_id,),
+            "DELETE FROM fragments WHERE event_rowid IN (SELECT event_rowid FROM events WHERE session_key=?)", (key,)
         )
-        self.conn.execute("DELETE FROM events WHERE session_id=?", (session_id,))
-        self.conn.execute("DELETE FROM relationships WHERE session_id=?", (session_id,))
-        self.conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+        self.conn.execute("DELETE FROM events WHERE session_key=?", (key,))
+        self.conn.execute("DELETE FROM relationships WHERE session_key=?", (key,))
+        self.conn.execute("DELETE FROM sessions WHERE session_key=?", (key,))
 
     def upsert_session(self, source_id: int, header: Header) -> None:
         self.conn.execute(
@@ -319,19 +321,22 @@ class IndexWriter:
         """
         conn = self.conn
         events = list(events)
-        rowids = self._event_rowids(session_id, [ev.entry_id for ev in events])
+        key = session_key(conn, session_id)
+        if key is None:
+            raise ValueError(f"events of session {session_id!r} before its session row")
+        rowids = self._event_rowids(key, [ev.entry_id for ev in events])
         fresh: list[Event] = []
         repeats: list[Event] = []
         for ev in events:
             (repeats if ev.entry_id in rowids else fresh).append(ev)
             rowids.setdefault(ev.entry_id, 0)
         conn.executemany(
-            "INSERT INTO events(session_id, entry_id, ordinal, parent_id, type, role, tool_names, ts_ms,"
+            "INSERT INTO events(session_key, entry_id, ordinal, parent_id, type, role, tool_names, ts_ms,"
             " byte_offset, byte_len, fingerprint, is_error, id_recorded, context_role, meta)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id, entry_id) DO NOTHING",
-            [(session_id, ev.entry_id, ev.ordinal, *_event_values(ev)) for ev in fresh],
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_key, entry_id) DO NOTHING",
+            [(key, ev.entry_id, ev.ordinal, *_event_values(ev)) for ev in fresh],
         )
-        rowids.update(self._event_rowids(session_id, [ev.entry_id for ev in fresh]))
+        rowids.update(self._event_rowids(key, [ev.entry_id for ev in fresh]))
         fed = [(rowids[ev.entry_id], ev) for ev in fresh]
         keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
         self._insert_fragments([_fragment_row(rowid, f, keeps_text) for rowid, ev in fed for f in ev.fragments])
@@ -359,14 +364,14 @@ class IndexWriter:
         self._update_session(session_id, events, len(fresh))
         return diagnostics
 
-    def _event_rowids(self, session_id: str, entry_ids: list[str]) -> dict[str, int]:
-        """{entry id: event rowid} of those already indexed in the session."""
+    def _event_rowids(self, key: int, entry_ids: list[str]) -> dict[str, int]:
+        """{entry id: event rowid} of those already indexed in the session (by its key)."""
         if not entry_ids:
             return {}
         return dict(
             self.conn.execute(
-                f"SELECT entry_id, event_rowid FROM events WHERE session_id=? AND entry_id {IN_IDS}",
-                (session_id, id_list(entry_ids)),
+                f"SELECT entry_id, event_rowid FROM events WHERE session_key=? AND entry_id {IN_IDS}",
+                (key, id_list(entry_ids)),
             ).fetchall()
         )
 

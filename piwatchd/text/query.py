@@ -192,7 +192,7 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list[A
     if mode != "any":
         params.append(mode)
     sql = (
-        "(e.session_id, e.entry_id) IN (SELECT fe.session_id, fe.entry_id FROM file_evidence fe"
+        "(e.session_key, e.entry_id) IN (SELECT fe.session_key, fe.entry_id FROM file_evidence fe"
         f" WHERE ({' OR '.join(parts)}){mode_sql})"
     )
     return sql, params
@@ -238,10 +238,10 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
     """WHERE conditions over aliases `f` (fragments), `e` (events), `s` (sessions)."""
     where: list[str] = []
     params: list[Any] = []
-    _in("e.session_id", f.session_ids, where, params)
+    _in("s.session_id", f.session_ids, where, params)
     _in("e.event_rowid", f.event_rowids, where, params)
     if f.exclude_sessions:
-        where.append(f"e.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
+        where.append(f"s.session_id NOT IN ({','.join('?' * len(f.exclude_sessions))})")
         params.extend(f.exclude_sessions)
     cwd_where, cwd_params = session_filter_clauses(replace(f, since_ms=None, until_ms=None))
     where.extend(cwd_where)
@@ -269,7 +269,7 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
         where.append(f"NOT (f.kind = 'tool.call' AND f.tool_name IN ({','.join('?' * len(OWN_TOOLS))}))")
         params.extend(OWN_TOOLS)
     for session_id, cap in f.ordinal_caps:
-        where.append("(e.session_id != ? OR e.ordinal < ?)")
+        where.append("(s.session_id != ? OR e.ordinal < ?)")
         params.extend([session_id, cap])
     _in("e.branch_state", f.branch_states, where, params)
     _in("e.selection_state", f.selection_states, where, params)
@@ -290,10 +290,10 @@ def validate_page(request: SearchRequest) -> None:
 
 
 HIT_COLUMNS = """f.fragment_id, f.kind, f.tool_name, f.event_rowid,
-           e.session_id, e.entry_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error,
+           s.session_id, e.entry_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error,
            e.context_role, e.branch_state, e.selection_state, s.cwd, s.name AS session_name"""
 HIT_JOINS = """JOIN events e ON e.event_rowid = f.event_rowid
-    JOIN sessions s ON s.session_id = e.session_id"""
+    JOIN sessions s ON s.session_key = e.session_key"""
 
 
 def build_candidates_sql(filters: SearchFilters, rowids: list[int]) -> tuple[str, list[Any]]:

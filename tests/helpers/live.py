@@ -138,7 +138,14 @@ def q(db: Path, sql: str, *args):
 
 
 def entry_ids(db: Path, session="s-1"):
-    return [r[0] for r in q(db, "SELECT entry_id FROM events WHERE session_id=? ORDER BY ordinal", session)]
+    return [
+        r[0]
+        for r in q(
+            db,
+            "SELECT entry_id FROM events WHERE session_key=(SELECT session_key FROM sessions WHERE session_id=?) ORDER BY ordinal",
+            session,
+        )
+    ]
 
 
 def search_cli(db: Path, *words) -> list[tuple[str, str]]:

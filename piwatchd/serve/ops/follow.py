@@ -50,8 +50,9 @@ def events_after(conn: sqlite3.Connection, rowid: int, limit: int) -> list[int]:
     waits for its text to be searchable (`owed_sql`), so none is passed over unseen.
     A session whose re-feed failed before (attempts > 0) holds nobody up."""
     rows = conn.execute(
-        f"SELECT e.event_rowid, {owed_sql('e.session_id', suspects=False)}"
-        " FROM events e WHERE e.event_rowid > ? ORDER BY e.event_rowid LIMIT ?",
+        f"SELECT e.event_rowid, {owed_sql('s.session_id', suspects=False)}"
+        " FROM events e JOIN sessions s ON s.session_key = e.session_key"
+        " WHERE e.event_rowid > ? ORDER BY e.event_rowid LIMIT ?",
         (owed_param(conn), rowid, limit),
     )
     out: list[int] = []

@@ -17,7 +17,7 @@ from piwatch import wire
 
 from ...model.redact import REDACTED_REASON, Rules, redact_payload
 from ...store.catalog import session_row
-from ...store.ids import IN_IDS, id_list
+from ...store.ids import IN_IDS, KEY, id_list
 from ...store.source_events import project_rows
 from ...store.tree_store import DbTreeView
 from ...text.search import iso_time
@@ -81,7 +81,7 @@ def _previews(
     from_source: dict[int, str] = {}
     for entry_id, event_rowid, body in conn.execute(
         "SELECT e.entry_id, e.event_rowid, (SELECT f.body FROM fragments f WHERE f.event_rowid = e.event_rowid"
-        f" ORDER BY f.frag_rowid LIMIT 1) FROM events e WHERE e.session_id=? AND e.entry_id {IN_IDS}",
+        f" ORDER BY f.frag_rowid LIMIT 1) FROM events e WHERE e.session_key={KEY} AND e.entry_id {IN_IDS}",
         (session_id, id_list(dict.fromkeys(entry_ids))),
     ):
         if body:

@@ -17,6 +17,7 @@ from piwatch import wire
 
 from ...model.tree import local_trace
 from ...store.catalog import child_sessions, session_by_path, session_row
+from ...store.ids import KEY
 from ...store.redaction import index_rules
 from ...store.tree_store import DbTreeView, materialized_leaf_of
 from .nodes import node_summaries, node_summary, redact_result, source_of
@@ -30,7 +31,9 @@ MAX_EDGES = 200  # per kind and direction; a trace stays small
 def _target(conn: sqlite3.Connection, session_id: str | None, entry_id: str | None, ref: str | None) -> wire.Target:
     if session_id and entry_id:
         indexed = (
-            conn.execute("SELECT 1 FROM events WHERE session_id=? AND entry_id=?", (session_id, entry_id)).fetchone()
+            conn.execute(
+                f"SELECT 1 FROM events WHERE session_key={KEY} AND entry_id=?", (session_id, entry_id)
+            ).fetchone()
             is not None
         )
         return wire.Target(session_id=session_id, entry_id=entry_id, indexed=indexed)
@@ -59,16 +62,18 @@ def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> li
         out.append(_edge("parent", "out", "recorded", _target(conn, sid, node.parent_id, None)))
     for child in view.children(eid)[:MAX_EDGES]:
         out.append(_edge("child", "out", "recorded", _event(sid, child.entry_id)))
-    for kind, tsid, teid, ref, prov, detail in conn.execute(
-        "SELECT kind, target_session_id, target_entry_id, target_ref, provenance, detail FROM relationships"
-        " WHERE session_id=? AND entry_id=? LIMIT ?",
+    for kind, teid, ref, prov, detail in conn.execute(
+        "SELECT kind, target_entry_id, target_ref, provenance, detail FROM relationships"
+        f" WHERE session_key={KEY} AND entry_id=? LIMIT ?",
         (sid, eid, MAX_EDGES),
     ):
-        out.append(_edge(kind, "out", prov, _target(conn, tsid, teid, ref), orjson.loads(detail) if detail else None))
+        # A target entry is in the edge's own session (`relationships` in store/schema.py).
+        target = _target(conn, sid if teid is not None else None, teid, ref)
+        out.append(_edge(kind, "out", prov, target, orjson.loads(detail) if detail else None))
     out.extend(_incoming(conn, sid, eid))
     for path, mode, source, prov, raw, tool, call in conn.execute(
         "SELECT path, mode, source, provenance, raw_path, tool_name, call_id FROM file_evidence"
-        " WHERE session_id=? AND entry_id=? LIMIT ?",
+        f" WHERE session_key={KEY} AND entry_id=? LIMIT ?",
         (sid, eid, MAX_EDGES),
     ):
         detail = {"recordedPath": raw, "source": source, "toolName": tool, "toolCallId": call}
@@ -81,20 +86,20 @@ def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> li
 def _incoming(conn: sqlite3.Connection, sid: str, eid: str) -> list[wire.Relationship]:
     """Edges recorded by other entries; labels resolve latest-wins by the label entry's append order."""
     incoming = conn.execute(
-        "SELECT r.kind, r.session_id, r.entry_id, r.provenance, r.detail, e.ordinal FROM relationships r"
-        " LEFT JOIN events e ON e.session_id = r.session_id AND e.entry_id = r.entry_id"
-        " WHERE r.target_session_id=? AND r.target_entry_id=? ORDER BY e.ordinal LIMIT ?",
+        "SELECT r.kind, r.entry_id, r.provenance, r.detail, e.ordinal FROM relationships r"
+        " LEFT JOIN events e ON e.session_key = r.session_key AND e.entry_id = r.entry_id"
+        f" WHERE r.session_key={KEY} AND r.target_entry_id=? ORDER BY e.ordinal LIMIT ?",
         (sid, eid, MAX_EDGES),
     ).fetchall()
     last_label = max(
         (ordinal for kind, *_, ordinal in incoming if kind == "labels" and ordinal is not None), default=None
     )
     out = []
-    for kind, ssid, seid, prov, detail, ordinal in incoming:
+    for kind, seid, prov, detail, ordinal in incoming:
         d = orjson.loads(detail) if detail else {}
         if kind == "labels":
             d["current"] = ordinal == last_label
-        out.append(_edge(kind, "in", prov, _event(ssid, seid), d or None))
+        out.append(_edge(kind, "in", prov, _event(sid, seid), d or None))
     return out
 
 
@@ -102,7 +107,8 @@ def _session_edges(conn: sqlite3.Connection, sid: str, eid: str) -> list[wire.Re
     """Session lineage; the entry-level fork anchor is derived only from what is indexed."""
     out = []
     for (ref,) in conn.execute(
-        "SELECT target_ref FROM relationships WHERE session_id=? AND entry_id IS NULL AND kind='session-parent'", (sid,)
+        f"SELECT target_ref FROM relationships WHERE session_key={KEY} AND entry_id IS NULL AND kind='session-parent'",
+        (sid,),
     ):
         row = session_by_path(conn, ref) or session_row(conn, ref)
         parent = row.session_id if row else None
@@ -130,8 +136,8 @@ def _shared_prefix(conn: sqlite3.Connection, child: str, parent: str) -> tuple[s
     anchor = None
     for entry_id, in_parent in conn.execute(
         "SELECT c.entry_id, p.entry_id IS NOT NULL FROM events c"
-        " LEFT JOIN events p ON p.session_id = ? AND p.entry_id = c.entry_id"
-        " WHERE c.session_id = ? ORDER BY c.ordinal",
+        f" LEFT JOIN events p ON p.session_key = {KEY} AND p.entry_id = c.entry_id"
+        f" WHERE c.session_key = {KEY} ORDER BY c.ordinal",
         (parent, child),
     ):
         if not in_parent:

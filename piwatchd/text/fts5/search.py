@@ -102,8 +102,8 @@ def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: 
     rowids = [
         r[0]
         for r in conn.execute(
-            f"SELECT f.frag_rowid FROM events e JOIN fragments f ON f.event_rowid = e.event_rowid"
-            f" WHERE e.session_id IN ({marks}) ORDER BY f.frag_rowid",
+            "SELECT f.frag_rowid FROM sessions s JOIN events e ON e.session_key = s.session_key"
+            f" JOIN fragments f ON f.event_rowid = e.event_rowid WHERE s.session_id IN ({marks}) ORDER BY f.frag_rowid",
             sessions,
         )
     ]

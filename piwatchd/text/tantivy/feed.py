@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model.events import Event, Fragment
+from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
 from ..engine import Repaid
 from .doc import EventFacts, TextDoc
@@ -170,7 +171,7 @@ class TextFeed:
             rowids += [
                 r[0]
                 for r in self.conn.execute(
-                    "SELECT event_rowid FROM events WHERE session_id=? AND entry_id IN (SELECT value FROM json_each(?))",
+                    f"SELECT event_rowid FROM events WHERE session_key={KEY} AND entry_id {IN_IDS}",
                     (session_id, json.dumps(chunk)),
                 )
             ]
@@ -277,7 +278,7 @@ class TextFeed:
         rowids = [
             r[0]
             for r in self.conn.execute(
-                "SELECT event_rowid FROM events WHERE session_id=? ORDER BY ordinal", (session_id,)
+                f"SELECT event_rowid FROM events WHERE session_key={KEY} ORDER BY ordinal", (session_id,)
             )
         ]
         for start in range(0, len(rowids), _CHUNK):
@@ -322,16 +323,16 @@ class TextFeed:
         files: dict[int, tuple[list[str], list[str]]] = {}
         for rowid, path, mode in self.conn.execute(
             "SELECT e.event_rowid, fe.path, fe.mode FROM file_evidence fe JOIN events e"
-            " ON e.session_id = fe.session_id AND e.entry_id = fe.entry_id"
+            " ON e.session_key = fe.session_key AND e.entry_id = fe.entry_id"
             " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
             (ids,),
         ):
             files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
         facts: dict[int, EventFacts] = {}
         for r in self.conn.execute(
-            "SELECT e.event_rowid, e.session_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error, e.branch_state,"
+            "SELECT e.event_rowid, s.session_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error, e.branch_state,"
             " e.selection_state, s.cwd_norm, s.cwd_real, json_extract(e.meta, '$.piwatch') IS NOT NULL"
-            " FROM events e JOIN sessions s ON s.session_id = e.session_id"
+            " FROM events e JOIN sessions s ON s.session_key = e.session_key"
             " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
             (ids,),
         ):
