@@ -9,11 +9,23 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
-from piwatch.tui_model import Latest, ScreenState, marked_segments, parse_line, search_request
+from piwatch.tui_model import (
+    COLUMNS,
+    Latest,
+    NewestOnly,
+    ScreenState,
+    fit_row,
+    marked_segments,
+    parse_line,
+    search_request,
+    wrap_lines,
+)
+from rich.cells import cell_len
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,9 +49,9 @@ def test_filter_words(line, query, filters):
 def test_filter_word_problems_and_time():
     _, filters, problems = parse_line("x since:7d until:2026-13-45")
     assert filters["sinceMs"] > 0 and "untilMs" not in filters and problems and "until" in problems[0]
-    state = ScreenState(line="kraken", errors_only=True, offset=50, cwd="/p")
+    state = ScreenState(line="kraken", errors_only=True, offset=50, limit=17, cwd="/p")
     args, _ = search_request(state)
-    assert args == {"query": "kraken", "filters": {"isError": True}, "limit": 50, "offset": 50}
+    assert args == {"query": "kraken", "filters": {"isError": True}, "limit": 17, "offset": 50}
     assert state.caller() == {"cwd": "/p"}
     assert search_request(ScreenState(line="kind:x ", cwd="/p"))[0] is None  # filters alone search nothing
 
@@ -53,6 +65,62 @@ def test_latest_ticket_wins():
 def test_marked_segments_escape_and_keep_spans():
     segs = marked_segments("a\x1b[2Jkraken\nb", [(5, 11)])
     assert segs == [("a\\x1b[2J", False), ("kraken", True), (" b", False)]
+
+
+CELLS = ("2026-05-01 10:00", "proj", "tool.result bash ERROR")
+SNIPPET = [("before ", False), ("kraken", True), (" after 日本語 tail", False)]
+
+
+@pytest.mark.parametrize("width", [200, 80, 70, 65, 64, 20, 3, 0])
+def test_a_result_row_fills_exactly_its_width(width):
+    pieces = fit_row(CELLS, SNIPPET, width)
+    text = "".join(p for p, _ in pieces)
+    assert cell_len(text) == width
+    fixed = sum(COLUMNS) + 2 * len(COLUMNS)
+    if width >= fixed + len("before kraken"):
+        assert text.startswith("2026-05-01 10:00  proj") and ("kraken", True) in pieces
+        columns = "".join(cell.ljust(cols) + "  " for cell, cols in zip(CELLS, COLUMNS, strict=True))
+        assert text.startswith(columns + "before kraken")
+    assert all(not match or piece in "kraken" for piece, match in pieces)
+
+
+def test_a_cut_wide_character_never_overflows():
+    for width in range(60, 90):  # every cut position through the wide characters
+        assert cell_len("".join(p for p, _ in fit_row(CELLS, SNIPPET, width))) == width
+
+
+def test_preview_lines_are_escaped_expanded_and_cut():
+    lines = wrap_lines("a\tb\x1b[2J\x07\n" + "x" * 25, 10)
+    assert lines[:2] == ["a       b\\", "x1b[2J\\x07"]
+    assert all(cell_len(line) <= 10 for line in lines) and "".join(lines).count("x") >= 25
+    assert not any(c in "".join(lines) for c in "\t\x1b\x07")
+    assert wrap_lines("日本語日本語", 5) == ["日本", "語日", "本語"]
+
+
+def test_newest_only_skips_replaced_jobs_and_never_overlaps():
+    started, running, ran = threading.Event(), [], []
+    release = threading.Event()
+
+    def work(job):
+        running.append(job)
+        assert len(running) == 1, "two jobs at once"
+        started.set()
+        if job == 1:
+            release.wait(5)
+        ran.append(job)
+        running.remove(job)
+
+    runner = NewestOnly(work, "test-newest")
+    runner.submit(1)
+    assert started.wait(5)
+    for job in (2, 3, 4):  # while 1 runs: only the newest is kept
+        runner.submit(job)
+    release.set()
+    deadline = time.monotonic() + 5
+    while ran != [1, 4] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    runner.close()
+    assert ran == [1, 4]
 
 
 def _app(world, **kw):
@@ -143,11 +211,15 @@ def test_control_characters_are_escaped(world):
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.press(*"pwned")
             await _until(pilot, lambda: app.shown_query == "pwned" and app.hits, timeout=30)
-            cells = [str(c) for c in app.query_one("DataTable").get_row_at(0)]
-            assert all("\x1b" not in c and "\x07" not in c for c in cells)
-            assert "\\x1b" in cells[3]
+            row = app.table.row_text(0)
+            assert "\x1b" not in row and "\x07" not in row and "\\x1b" in row
+            drawn = [str(app.table.render_line(y).text) for y in range(app.table.fits)]
+            assert any("\\x1b" in line for line in drawn) and not any("\x1b" in line for line in drawn)
             await _until(pilot, lambda: "s-evil" in app.preview_text)
             assert "\x1b" not in app.preview_text
+            shown = [str(app.preview_w.render_line(y).text) for y in range(app.preview_w.size.height)]
+            assert not any("\x1b" in line or "\x07" in line for line in shown)
+            assert any("\\x1b" in line for line in shown)
 
     _run(go())
 
@@ -197,7 +269,6 @@ def test_status_footer_lines():
 
 def test_copy_paging_and_the_entry_line(world, tmp_path):
     from piwatch.tui import line_of
-    from piwatch.tui_model import PAGE
 
     for i in range(3):  # enough hits for two pages in this project
         d = world.root / f"p{i}"
@@ -211,17 +282,21 @@ def test_copy_paging_and_the_entry_line(world, tmp_path):
         app = _app(world)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.press(*"wombat")
-            await _until(pilot, lambda: app.shown_query == "wombat" and len(app.hits) == PAGE, timeout=30)
+            await _until(pilot, lambda: app.shown_query == "wombat" and app.hits, timeout=30)
+            page = app.state.limit  # one screenful: the rows the result list shows
+            assert page == app.table.fits and 2 < page < 75 - page and len(app.hits) == page and app.has_more
             await pilot.press("down", "down")
             await pilot.press("ctrl+y")
             hit = app.hits[2]
             assert app.clipboard == f"{hit.session_id} {hit.entry_id}"
             first_page = {(h.session_id, h.entry_id) for h in app.hits}
             await pilot.press("pagedown")
-            await _until(pilot, lambda: app.state.offset == PAGE and app.hits and len(app.hits) == 75 - PAGE)
+            await _until(pilot, lambda: (app.hits[0].session_id, app.hits[0].entry_id) not in first_page)
+            assert app.state.offset == page and len(app.hits) == page
             assert not first_page & {(h.session_id, h.entry_id) for h in app.hits}
             await pilot.press("pageup")
-            await _until(pilot, lambda: app.state.offset == 0 and len(app.hits) == PAGE)
+            await _until(pilot, lambda: (app.hits[0].session_id, app.hits[0].entry_id) in first_page)
+            assert app.state.offset == 0 and {(h.session_id, h.entry_id) for h in app.hits} == first_page
 
     _run(go())
     f = tmp_path / "f.jsonl"
@@ -251,5 +326,61 @@ def test_a_pinned_query_shows_new_matches_live(world):
             assert "elsewhere" not in text
             await pilot.press("ctrl+f")  # unpin
             assert app.pin_stop is None and not app.pinned
+
+    _run(go())
+
+
+def test_a_search_never_waits_behind_a_slow_preview(world):
+    from piwatch.tui import Backend, SearchApp
+
+    reading = threading.Event()
+
+    class SlowRead(Backend):
+        def call(self, op, args, caller):
+            if op == "read":
+                reading.set()
+                time.sleep(3.0)
+            return super().call(op, args, caller)
+
+    async def go():
+        app = SearchApp(SlowRead(str(world.sock)), cwd=str(world.proj))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"kraken")
+            await _until(pilot, lambda: reading.is_set())  # the preview's read is out for 3 s
+            await pilot.press("ctrl+u", *"answer")
+            start = time.monotonic()
+            await _until(pilot, lambda: app.shown_query == "answer" and app.hits)
+            assert time.monotonic() - start < 2.0  # searched on its own connection
+
+    _run(go())
+
+
+def test_long_queries_scroll_and_the_page_follows_the_screen(world):
+    from piwatch.tui import QueryInput
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(80, 40)) as pilot:
+            await pilot.press(*"kraken")
+            await _until(pilot, lambda: app.shown_query == "kraken" and app.hits)
+            rows = app.state.limit
+            assert rows == app.table.fits > 0
+            await pilot.resize_terminal(80, 60)  # a taller list asks for a taller screenful
+            await _until(pilot, lambda: app.state.limit == app.table.fits and app.table.fits > rows)
+            line = "kraken " + "z" * 120  # longer than the query line: it scrolls to the cursor
+            query = app.query_one(QueryInput)
+            query.value = line
+            query.cursor_position = len(line)
+            await _until(pilot, lambda: app.shown_query == line)
+            await pilot.pause(0.1)
+            assert query.scroll_offset.x > 0
+            shown = "".join(str(query.render_line(y).text) for y in range(query.size.height))
+            assert "zzzz" in shown and "kraken" not in shown
+            app._set_preview("\n".join(f"line {i}" for i in range(200)))  # longer than the pane
+            await pilot.press("tab", "down", "pagedown")  # tab: to the preview; its keys scroll it
+            assert app.focused is app.preview_w and app.preview_w.top == 11
+            assert str(app.preview_w.render_line(0).text).startswith("line 11")
+            await pilot.press("tab")
+            assert app.focused is query
 
     _run(go())

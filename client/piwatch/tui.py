@@ -18,20 +18,22 @@ import subprocess
 import threading
 import time
 from collections import deque
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.geometry import Region
+from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from .client import Client, DaemonNotRunning, Follow, LocalTransport, PiwatchError
 from .colour import SafeText, visible_controls
 from .rates import format_duration, format_rate, time_left
-from .tui_model import PAGE, Latest, ScreenState, marked_segments, row_cells, search_request
+from .tui_model import PAGE, Latest, NewestOnly, ScreenState, marked_segments, row_cells, search_request
+from .tui_widgets import PreviewPane, ResultList, hit_row
 
 __all__ = ["Backend", "SearchApp", "HELP"]
 
@@ -45,6 +47,7 @@ Type to search (every keystroke; "quoted phrases"). Filter words in the query li
 
   ctrl+o  scope: this project / all projects     ctrl+e  errors only on/off
   down/up select a result (the preview shows `read` with branch neighbours); pgdn/pgup page
+  tab     to the preview and back (there, up/down/pgup/pgdn scroll it; so does the mouse wheel)
   ctrl+t  trace of the selected event            ctrl+r  back to read
   ctrl+f  pin the query: its new matches appear live above the results (again: unpin)
   ctrl+n / ctrl+p  next / previous page          ctrl+y  copy "sessionId entryId"
@@ -55,8 +58,9 @@ Type to search (every keystroke; "quoted phrases"). Filter words in the query li
 
 class Backend:
     """piwatchd over its socket, or (when it is not running) the index file
-    read-only through the same api in-process. Calls are serialized: one
-    connection, several worker threads."""
+    read-only through the same api in-process. Searches have a connection of
+    their own, so a keystroke's search never waits behind a preview's read or
+    the status poll; calls on one connection are serialized."""
 
     def __init__(self, socket: str | None = None, db: str | None = None) -> None:
         self._lock = threading.Lock()
@@ -65,21 +69,24 @@ class Backend:
         if db:
             self.client = Client(transport=LocalTransport(db))
             self.read_only = True
-            return
-        self.socket = socket
-        self.client = Client(socket)
-        try:
-            self.client.hello()
-        except DaemonNotRunning as exc:
-            from .commands._common import _db_path
+        else:
+            self.socket = socket
+            self.client = Client(socket)
+            try:
+                self.client.hello()
+            except DaemonNotRunning as exc:
+                from .commands._common import _db_path
 
-            self.down_reason = str(exc)
-            self.client = Client(transport=LocalTransport(_db_path(None)))
-            self.read_only = True
+                self.down_reason = str(exc)
+                self.client = Client(transport=LocalTransport(_db_path(None)))
+                self.read_only = True
+        # The index file read in-process is one connection for everything.
+        self._searches = (self.client, self._lock) if self.read_only else (Client(socket), threading.Lock())
 
     def call(self, op: str, args: dict[str, Any], caller: dict[str, Any]) -> Any:
-        with self._lock:
-            return self.client.request(op, args, caller)
+        client, lock = self._searches if op == "search" else (self.client, self._lock)
+        with lock:
+            return client.request(op, args, caller)
 
     def follow(self, query: str, filters: dict[str, Any], caller: dict[str, Any]) -> Follow:
         """A standing query on a connection of its own (never serialized with the searches)."""
@@ -93,6 +100,8 @@ class Backend:
 
     def close(self) -> None:
         self.client.close()
+        if self._searches[0] is not self.client:
+            self._searches[0].close()
 
 
 class HelpScreen(ModalScreen[None]):
@@ -104,12 +113,39 @@ class HelpScreen(ModalScreen[None]):
         yield Static(HELP, id="help")
 
 
+class QueryInput(Input):
+    """The query line. Its size is fixed (one bordered line across the screen),
+    yet Textual's Input asks for a layout pass whenever its text's width
+    changes, i.e. on every keystroke: a pass that re-arranges an unchanged
+    screen and cost about 7 ms of CPU per keystroke, most of the screen's
+    share. Its own repaint and horizontal scroll happen without it."""
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        return super().refresh(*regions, repaint=repaint, layout=False, recompose=recompose)
+
+
+class Answered(Message):
+    """A search's answer, posted from the search thread (post_message is thread-safe)."""
+
+    def __init__(self, ticket: int, line: str, result: Any, problems: list[str]) -> None:
+        super().__init__()
+        self.ticket, self.line, self.result, self.problems = ticket, line, result, problems
+
+
+class Previewed(Message):
+    """A preview's text, posted from the preview thread."""
+
+    def __init__(self, ticket: int, text: str) -> None:
+        super().__init__()
+        self.ticket, self.text = ticket, text
+
+
 class SearchApp(App[None]):
     CSS = """
     #scope { height: 1; color: $text-muted; }
     #pinned { height: auto; max-height: 6; color: $success; }
     #results { height: 1fr; }
-    #preview_box { height: 1fr; border-top: solid $primary; }
+    #preview { height: 1fr; border-top: solid $primary; }
     #status { height: 1; color: $warning; }
     #help { padding: 1 2; border: round $primary; background: $panel; width: auto; height: auto; }
     HelpScreen { align: center middle; }
@@ -139,8 +175,14 @@ class SearchApp(App[None]):
         self.searches = Latest()
         self.previews = Latest()
         self.hits: list[Any] = []
+        self.has_more = False
         self.shown_query: str | None = None  # the query line whose answer is on screen
         self.preview_text = ""
+        self.previewing: tuple[str, str, str] | None = None  # (op, sessionId, entryId) shown or asked for
+        self.scope_text = ""
+        # One thread each runs the newest search and the newest preview only (tui_model.NewestOnly).
+        self.searcher = NewestOnly(lambda job: self._search_worker(*job), "piwatch-tui-search")
+        self.previewer = NewestOnly(lambda job: self._preview_worker(*job), "piwatch-tui-preview")
         self.status_every = status_every
         self.pin_stop: threading.Event | None = None
         self.pinned: deque[str] = deque(maxlen=5)  # the newest live matches of the pinned query
@@ -148,24 +190,21 @@ class SearchApp(App[None]):
         self.pinned_query = ""
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search (F1: help)", id="query")
+        yield QueryInput(placeholder="search (F1: help)", id="query")
         yield Static(id="scope")
         yield Static(id="pinned")
-        yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
-        with VerticalScroll(id="preview_box"):
-            yield Static(id="preview")
+        yield ResultList(id="results")
+        yield PreviewPane(id="preview")
         yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         # Kept: queries search the active screen, and the help screen may be on top.
-        self.table = self.query_one(DataTable)
+        self.table = self.query_one(ResultList)
         self.scope_w = self.query_one("#scope", Static)
-        self.preview_w = self.query_one("#preview", Static)
+        self.preview_w = self.query_one(PreviewPane)
         self.status_w = self.query_one("#status", Static)
         self.pinned_w = self.query_one("#pinned", Static)
-        table = self.table
-        table.add_columns("time", "project", "kind/tool", "snippet")
         self._show_scope()
         self.query_one(Input).focus()
         self._poll_status()
@@ -180,13 +219,14 @@ class SearchApp(App[None]):
         self.search()
 
     def search(self) -> None:
+        """Ask for one screenful of the current line's results (the newest ask wins)."""
         ticket = self.searches.next()
+        self.state.limit = self.table.fits or PAGE
         args, problems = search_request(self.state)
         if args is None:
             self._draw(ticket, self.state.line, None, problems)
             return
-        line, caller = self.state.line, self.state.caller()
-        self.run_worker(lambda: self._search_worker(ticket, line, args, caller, problems), thread=True, group="search")
+        self.searcher.submit((ticket, self.state.line, args, self.state.caller(), problems))
 
     def _search_worker(
         self, ticket: int, line: str, args: dict[str, Any], caller: dict[str, Any], problems: list[str]
@@ -197,23 +237,22 @@ class SearchApp(App[None]):
             result: Any = self.backend.call("search", args, caller)
         except PiwatchError as exc:
             result, problems = None, [*problems, str(exc)]
-        self.call_from_thread(self._draw, ticket, line, result, problems)
+        self.post_message(Answered(ticket, line, result, problems))
+
+    @on(Answered)
+    def _answered(self, msg: Answered) -> None:
+        self._draw(msg.ticket, msg.line, msg.result, msg.problems)
 
     def _draw(self, ticket: int, line: str, result: Any, problems: list[str]) -> None:
         if not self.searches.is_current(ticket):
             return  # stale: an answer to an older query
         self.shown_query = line
-        table = self.table
-        table.clear()
         self.hits = list(result.hits) if result is not None else []
-        for n, hit in enumerate(self.hits):
-            snippet = Text()
-            for piece, match in marked_segments(hit.snippet, hit.spans):
-                snippet.append(piece, style="bold red" if match else "")
-            table.add_row(*row_cells(hit), snippet, key=str(n))
+        self.has_more = bool(result is not None and result.has_more)
+        self.table.show([hit_row(hit) for hit in self.hits])
         self._show_scope(result, problems)
         if self.hits:
-            table.move_cursor(row=0)  # highlights row 0: its preview follows (RowHighlighted)
+            self._preview(0)
         else:
             self._set_preview("")
 
@@ -226,27 +265,34 @@ class SearchApp(App[None]):
             more = "+" if result.has_more else ""
             parts.append(f"hits {first}-{self.state.offset + len(result.hits)}{more}")
         parts += problems or []
-        self.scope_w.update(Text(visible_controls("  |  ".join(parts))))
+        text = visible_controls("  |  ".join(parts))
+        if text != self.scope_text:  # one line of fixed height: no layout pass
+            self.scope_text = text
+            self.scope_w.update(Text(text), layout=False)
 
     # -- preview: read and trace ------------------------------------------------------------
 
-    @on(DataTable.RowHighlighted, "#results")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.cursor_row is not None and 0 <= event.cursor_row < len(self.hits):
-            self._preview(event.cursor_row)
+    @on(ResultList.Selected)
+    def _clicked(self, event: ResultList.Selected) -> None:
+        self.table.move_cursor(event.row)
+        self._preview(event.row)
 
     def selected(self) -> Any | None:
-        row = self.table.cursor_row
+        row = self.table.cursor
         return self.hits[row] if 0 <= row < len(self.hits) else None
 
     def _preview(self, row: int, op: str = "read") -> None:
+        """Show `op` of the row's event once the selection rests (unless it is already shown)."""
         hit = self.hits[row]
+        wanted = (op, hit.session_id, hit.entry_id)
+        if wanted == self.previewing:
+            return  # already shown, or on its way (its ticket is still the newest)
+        self.previewing = wanted
         ticket = self.previews.next()
         args: dict[str, Any] = {"sessionId": hit.session_id, "entryId": hit.entry_id}
         if op == "read":
             args.update(before=2, after=2, order="branch")
-        caller = self.state.caller()
-        self.run_worker(lambda: self._preview_worker(ticket, op, args, caller), thread=True, group="preview")
+        self.previewer.submit((ticket, op, args, self.state.caller()))
 
     def _preview_worker(self, ticket: int, op: str, args: dict[str, Any], caller: dict[str, Any]) -> None:
         from .commands.read import print_read
@@ -262,15 +308,19 @@ class SearchApp(App[None]):
             text = out.getvalue()
         except PiwatchError as exc:
             text = f"{op}: {exc}"
-        self.call_from_thread(self._show_preview, ticket, text)
+        self.post_message(Previewed(ticket, text))
 
-    def _show_preview(self, ticket: int, text: str) -> None:
-        if self.previews.is_current(ticket):
-            self._set_preview(text)
+    @on(Previewed)
+    def _show_preview(self, msg: Previewed) -> None:
+        if self.previews.is_current(msg.ticket):
+            self._set_preview(msg.text)
 
     def _set_preview(self, text: str) -> None:
-        self.preview_text = text
-        self.preview_w.update(Text(visible_controls(text)))
+        if not text:
+            self.previewing = None
+        if text != self.preview_text:  # its layout pass (the text's height) only when it changed
+            self.preview_text = text
+            self.preview_w.show(text)
 
     # -- status footer ----------------------------------------------------------------------
 
@@ -284,15 +334,16 @@ class SearchApp(App[None]):
             self.call_from_thread(self._show_status, f"status: {exc}")
 
     def _show_status(self, line: str) -> None:
-        self.status_w.update(Text(visible_controls(line)))
+        self.status_w.update(Text(visible_controls(line)), layout=False)  # one line of fixed height
 
     # -- keys -------------------------------------------------------------------------------
 
     def action_move(self, step: int) -> None:
         """Up/down move through the results while typing in the query line."""
         if self.hits:
-            row = min(max(self.table.cursor_row + step, 0), len(self.hits) - 1)
-            self.table.move_cursor(row=row)
+            row = min(max(self.table.cursor + step, 0), len(self.hits) - 1)
+            self.table.move_cursor(row)
+            self._preview(row)
 
     def action_toggle_scope(self) -> None:
         self.state.all_projects = not self.state.all_projects
@@ -305,20 +356,21 @@ class SearchApp(App[None]):
         self.search()
 
     def action_page(self, step: int) -> None:
-        offset = max(0, self.state.offset + step * PAGE)
-        if step > 0 and len(self.hits) < PAGE:
+        """The next or previous screenful of results."""
+        if step > 0 and not self.has_more:
             return
+        offset = max(0, self.state.offset + step * self.state.limit)
         if offset != self.state.offset:
             self.state.offset = offset
             self.search()
 
     def action_trace(self) -> None:
-        row = self.table.cursor_row
+        row = self.table.cursor
         if 0 <= row < len(self.hits):
             self._preview(row, "trace")
 
     def action_read(self) -> None:
-        row = self.table.cursor_row
+        row = self.table.cursor
         if 0 <= row < len(self.hits):
             self._preview(row, "read")
 
@@ -399,9 +451,17 @@ class SearchApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    @on(ResultList.Resized)
+    def _refit(self) -> None:
+        """A taller or shorter list asks for a screenful again (the same first result)."""
+        if self.shown_query and self.table.fits and self.table.fits != self.state.limit:
+            self.search()
+
     def on_unmount(self) -> None:
         if self.pin_stop is not None:
             self.pin_stop.set()
+        self.searcher.close()
+        self.previewer.close()
         self.backend.close()
 
 

@@ -13,16 +13,33 @@ import itertools
 import os
 import threading
 from argparse import ArgumentTypeError
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from rich.cells import cell_len, chop_cells, set_cell_size
 
 from .colour import visible_controls
 from .timeparse import parse_time
 
-__all__ = ["FILTER_WORDS", "Latest", "ScreenState", "parse_line", "row_cells", "marked_segments", "search_request"]
+__all__ = [
+    "COLUMNS",
+    "FILTER_WORDS",
+    "PAGE",
+    "Latest",
+    "NewestOnly",
+    "ScreenState",
+    "fit_row",
+    "wrap_lines",
+    "parse_line",
+    "row_cells",
+    "marked_segments",
+    "search_request",
+]
 
 FILTER_WORDS = ("kind", "tool", "since", "until", "branch", "is")
-PAGE = 50
+PAGE = 20  # results per request until the screen says how many rows it shows
+COLUMNS = (16, 16, 24)  # cells of time, project, kind/tool; the snippet takes the rest of the line
 
 
 def parse_line(line: str) -> tuple[str, dict[str, Any], list[str]]:
@@ -77,6 +94,7 @@ class ScreenState:
     all_projects: bool = False
     errors_only: bool = False
     offset: int = 0
+    limit: int = PAGE  # one screenful: the rows the result list shows
     cwd: str = field(default_factory=os.getcwd)
 
     def caller(self) -> dict[str, Any]:
@@ -93,7 +111,7 @@ def search_request(state: ScreenState) -> tuple[dict[str, Any] | None, list[str]
         filters["isError"] = True
     if not query.strip():
         return None, problems
-    return {"query": query, "filters": filters, "limit": PAGE, "offset": state.offset}, problems
+    return {"query": query, "filters": filters, "limit": state.limit, "offset": state.offset}, problems
 
 
 class Latest:
@@ -113,6 +131,40 @@ class Latest:
     def is_current(self, ticket: int) -> bool:
         with self._lock:
             return ticket == self._current
+
+
+class NewestOnly:
+    """Runs `work(job)` in one thread for the newest job submitted: a job
+    replaced before its turn is never run (the keystrokes typed over while a
+    search was out never send theirs), and jobs never overlap."""
+
+    def __init__(self, work: Callable[[Any], None], name: str) -> None:
+        self._work = work
+        self._cond = threading.Condition()
+        self._job: Any = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Any) -> None:
+        with self._cond:
+            self._job = job
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._job is None and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                job, self._job = self._job, None
+            self._work(job)
 
 
 def row_cells(hit: Any) -> tuple[str, str, str]:
@@ -140,4 +192,38 @@ def marked_segments(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, 
         pos = end
     if pos < len(flat):
         out.append((visible_controls(flat[pos:]), False))
+    return out
+
+
+def fit_row(cells: tuple[str, str, str], snippet: list[tuple[str, bool]], width: int) -> list[tuple[str, bool]]:
+    """A result row as (piece, is_match) filling exactly `width` cells: the
+    cells in `COLUMNS` wide columns (cut or padded), then the snippet, cut at
+    the edge (wide characters counted as two cells)."""
+    out: list[tuple[str, bool]] = []
+    left = width
+    for text, cols in zip(cells, COLUMNS, strict=True):
+        piece = set_cell_size(text, min(cols, left)) + " " * min(2, max(0, left - cols))
+        out.append((piece, False))
+        left -= cell_len(piece)
+    for text, match in snippet:
+        if left <= 0:
+            break
+        piece = text if cell_len(text) <= left else set_cell_size(text, left)
+        out.append((piece, match))
+        left -= cell_len(piece)
+    if left > 0:
+        out.append((" " * left, False))
+    return [(piece, match) for piece, match in out if piece]
+
+
+def wrap_lines(text: str, width: int) -> list[str]:
+    """`text` as screen lines of at most `width` cells: control characters
+    escaped, tabs expanded, a longer line cut into pieces."""
+    out: list[str] = []
+    for line in visible_controls(text).split("\n"):
+        line = line.expandtabs(8)
+        if cell_len(line) <= width or width < 1:
+            out.append(line)
+        else:
+            out.extend(chop_cells(line, width))
     return out
