@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piwatchd.text.identifiers import camel_parts, identifier_parts, split_segment
+from piwatchd.text.identifiers import case_parts, identifier_parts, split_segment
 from piwatchd.text.query import Term, parse_query
 from piwatchd.text.tiers import (
     STOP_WORDS,
@@ -45,23 +45,27 @@ def test_identifier_parts(name, parts):
 
 
 @pytest.mark.parametrize(
-    ("text", "parts"),
+    ("word", "parts"),
     [
-        ("then loadSessionCache() failed", ["load", "session", "cache"]),
-        ("raised HTTPServerError twice", ["http", "server", "error"]),
-        # snake/kebab/paths already split by the word tokenizer: nothing to add
-        ("load_session_cache and my-kebab src/a/b.py", []),
-        ("Plain Sentence. Another One", []),
-        ("src/loadSession.ts and loadSession again", ["load", "session"]),
-        ("ÉtatCivil", ["état", "civil"]),
-        ("donnéeÉtat", []),  # case changes are found in ASCII only
-        ("donnéesBrutes", ["données", "brutes"]),
-        ("", []),
-        ("blob aGVsbG8gV29ybGQhIFRoaXMgaXMgYSBsb25nIGJhc2U2NCBzdHJpbmcgZm9yIGEgdGVzdA end", []),
+        ("loadSessionCache", ("load", "session", "cache")),
+        ("HTTPServerError", ("http", "server", "error")),
+        ("parseHTTPResponse2", ("parse", "http", "response2")),
+        ("iPhone", ("i", "phone")),
+        ("foo2Bar", ("foo2", "bar")),
+        ("ÉtatCivil", ("état", "civil")),
+        ("donnéesBrutes", ("données", "brutes")),
+        # no case change: nothing to add (snake/kebab/paths are cut by the word tokenizer)
+        ("load", ()),
+        ("Plain", ()),
+        ("HTTP2", ()),
+        ("foo2bar", ()),
+        ("", ()),
+        # a long mixed-case run is a token or base64, not a name
+        ("aGVsbG8gV29ybGQhIFRoaXMgaXMgYSBsb25nIGJhc2U2NCBzdHJpbmcgZm9yIGEgdGVzdA", ()),
     ],
 )
-def test_camel_parts(text, parts):
-    assert camel_parts(text) == parts
+def test_case_parts(word, parts):
+    assert case_parts(word) == parts
 
 
 _word = st.text(
@@ -72,13 +76,12 @@ _word = st.text(
 @given(st.lists(_word, min_size=1, max_size=5))
 def test_camel_case_round_trip(words):
     """A camelCase name made of lower-case words splits back into them, in
-    identifier_parts and, inside any text, in camel_parts."""
+    identifier_parts (a query word) and in case_parts (an indexed word)."""
     name = words[0] + "".join(w.capitalize() for w in words[1:])
     assert identifier_parts(name) == words
     assert identifier_parts("_".join(words)) == words
     assert identifier_parts("-".join(w.upper() if i % 2 else w for i, w in enumerate(words))) == words
-    expected = list(dict.fromkeys(words)) if len(words) > 1 else []
-    assert camel_parts(f"x {name}() y") == expected
+    assert case_parts(name) == (tuple(words) if len(words) > 1 else ())
 
 
 @given(st.text(st.characters(max_codepoint=127), max_size=60))
@@ -90,7 +93,7 @@ def test_ascii_kinds_fast_path_is_the_definition(text):
 
 @given(st.text(max_size=200))
 def test_splitting_never_fails_and_keeps_letters(text):
-    for part in camel_parts(text):
+    for part in case_parts(text):
         assert part
     joined = "".join(split_segment(text)).lower()
     assert joined == text.lower() or len(joined) == len(text.lower())

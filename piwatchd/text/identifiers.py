@@ -5,13 +5,11 @@ so snake_case, kebab-case, dotted and slashed names already index as their
 parts, and the whole name (`loadsessioncache`) stays in the `text` field.
 A camelCase or PascalCase word, though, is one token, and a query for
 `session cache` never finds it. No Tantivy filter splits on case and none
-can be written in Python, so this module finds the case parts of every
-camelCase word; they are indexed beside the stemmed text (the forms tier).
-
-Case changes are found in ASCII (`fooBar`, `HTTPServer`); a word holding
-one is split wherever its case changes, in any script. The scan is
-`bytes.translate` plus `bytes.find` (C speed, ~100 MB/s here): it runs over
-every indexed text, and a regular expression there cost 4x the ingest time.
+can be written in Python, so this module gives the case parts of a word;
+they are indexed beside the stemmed text (the forms tier,
+`piwatchd.text.tantivy.forms`, which splits each distinct word once).
+A regex tokenizer in Tantivy could cut the parts, but it has no lookahead
+(`HTTPServer` stays whole) and measured 3x the CPU of this in all.
 """
 
 from __future__ import annotations
@@ -20,16 +18,8 @@ import re
 from functools import lru_cache
 from itertools import pairwise
 
-__all__ = ["MAX_NAME_BYTES", "camel_parts", "identifier_parts", "split_segment"]
+__all__ = ["MAX_NAME_BYTES", "case_parts", "identifier_parts", "split_segment"]
 
-# Byte classes: word bytes (lower-case, digits, every UTF-8 byte of a
-# non-ASCII character) -> "a", upper-case -> "A", the rest -> " ".
-_CLASSES = bytes(
-    ord("A") if 65 <= c <= 90 else ord("a") if (97 <= c <= 122 or 48 <= c <= 57 or c >= 128) else ord(" ")
-    for c in range(256)
-)
-# fooBar / foo2Bar, and the end of an acronym: HTTPServer.
-_CASE_CHANGES = (b"aA", b"AAa")
 # Longer mixed-case runs are tokens, hashes and base64, not names: their
 # "parts" would be noise in the index.
 MAX_NAME_BYTES = 64
@@ -77,25 +67,14 @@ def identifier_parts(name: str) -> list[str]:
     return out
 
 
-def camel_parts(text: str) -> list[str]:
-    """The case parts of every camelCase / PascalCase word in `text`, each
-    once, in order of first appearance: the words the `forms` field adds."""
-    raw = text.encode("utf-8", "surrogatepass")
-    classes = raw.translate(_CLASSES)
-    starts: dict[int, int] = {}  # word start -> end
-    for change in _CASE_CHANGES:
-        pos = classes.find(change)
-        while pos >= 0:
-            start = classes.rfind(b" ", 0, pos) + 1
-            end = classes.find(b" ", pos)
-            end = len(classes) if end < 0 else end
-            if end - start <= MAX_NAME_BYTES:
-                starts[start] = end
-            pos = classes.find(change, end)
-    words = dict.fromkeys(raw[start : starts[start]] for start in sorted(starts))
-    out: dict[str, None] = {}
-    for word in words:
-        parts = _split(word.decode("utf-8", "replace"))
-        if len(parts) > 1:
-            out.update(dict.fromkeys(parts))
-    return list(out)
+def case_parts(word: str) -> tuple[str, ...]:
+    """The parts of one word (a run of letters and digits, as the word
+    tokenizer cuts them) where its case changes, lower-cased:
+    `loadSessionCache` -> load, session, cache; () when it has no case
+    change, or is longer than MAX_NAME_BYTES (a token, hash or base64)."""
+    if word.islower() or word.isupper() or len(word) > MAX_NAME_BYTES:
+        return ()  # the common cases, decided in C
+    if not word.isascii() and len(word.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return ()
+    parts = _split(word)
+    return parts if len(parts) > 1 else ()

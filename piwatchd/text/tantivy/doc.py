@@ -15,12 +15,13 @@ directory or below, on a component boundary" is one exact term lookup:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from ...model import subtree
+from ..identifiers import case_parts
 from ..query import OWN_TOOLS, SearchFilters
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
     "doc_json",
     "event_fields",
     "filter_clauses",
-    "forms_value",
+    "word_forms",
 ]
 
 # Indexed beside every path set: "any path at all" (a root of "/" or "").
@@ -130,13 +131,15 @@ def doc_json(doc: TextDoc, shared: dict[str, Any] | None = None) -> dict[str, An
     return d
 
 
-def forms_value(words: Sequence[str], stems: Sequence[str], camel: Sequence[str]) -> str:
-    """The `forms` field's text: each word whose English stem differs from it
-    (the field's analyzer stems it: `retried` -> retri) and the case parts of
-    camelCase words. A word that is its own stem (`error`) is already a word
-    of `text` or `meta`, where the forms tier looks for stems too: leaving it
-    out keeps this field to the inflected words (a third of the postings)."""
-    return " ".join([w for w, s in zip(words, stems, strict=True) if w != s] + list(camel))
+def word_forms(word: str, folded: str, stem: str) -> tuple[str, ...]:
+    """What one word of a document adds to its `forms` field: the word when
+    its English stem differs from it (`folded`, as the `text` field holds it;
+    the field's analyzer stems it: `retried` -> retri), and its case parts
+    when it is a camelCase word. A word that is its own stem (`error`) is
+    already a word of `text` or `meta`, where the forms tier looks for stems
+    too: leaving it out keeps this field to the inflected words (a third of
+    the postings)."""
+    return ((word,) if folded != stem else ()) + case_parts(word)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,9 @@ import orjson
 import tantivy
 from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
-from ..identifiers import camel_parts
 from ..query import SearchFilters, Term
-from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses, forms_value
+from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses
+from .forms import FormsCache
 from .overlay import Overlay, View, masked
 
 __all__ = [
@@ -111,8 +111,10 @@ def _schema() -> tantivy.Schema:
     return b.build()
 
 
-def _analyzer(stem: bool = False) -> tantivy.TextAnalyzer:
+def _analyzer(stem: bool = False, *, fold: bool = True) -> tantivy.TextAnalyzer:
     b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(255))
+    if not fold:  # the words as written (`FormsCache`)
+        return b.build()
     b = b.filter(Filter.lowercase()).filter(Filter.ascii_fold())
     return (b.filter(Filter.stemmer("english")) if stem else b).build()
 
@@ -126,6 +128,7 @@ class TantivyText:
         self.schema = _schema()
         self.analyzer = _analyzer()
         self.forms_analyzer = _analyzer(stem=True)
+        self.forms = FormsCache(_analyzer(fold=False), self.analyzer, self.forms_analyzer)
         if writable:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         elif not (self.path / "meta.json").exists():
@@ -159,7 +162,7 @@ class TantivyText:
             if base is None:
                 base = shared[doc.facts.event_rowid] = event_fields(doc.facts)
             d = doc_json(doc, base)
-            forms = self._forms(doc)
+            forms = self.forms.value(v for v in (doc.body, doc.tail, doc.meta) if v)
             if forms:
                 d[_FORMS] = forms
             line = orjson.dumps(d).decode()
@@ -169,16 +172,6 @@ class TantivyText:
             n += 1
         self._dirty = self._dirty or n > 0
         return n
-
-    def _forms(self, doc: TextDoc) -> str:
-        """The `forms` value of a document (`doc.forms_value`): its distinct
-        words, stemmed in one analyzer call."""
-        joined = "\n".join(v for v in (doc.body, doc.tail, doc.meta) if v)
-        words = list(set(self.analyzer.analyze(joined)))
-        stems = self.forms_analyzer.analyze(" ".join(words))
-        if len(stems) != len(words):  # a folded word that tokenizes apart again (rare): one by one
-            stems = [" ".join(self.forms_analyzer.analyze(w)) for w in words]
-        return forms_value(words, stems, camel_parts(joined))
 
     def delete_session(self, session_id: str) -> None:
         assert self._writer is not None

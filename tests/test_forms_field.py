@@ -1,0 +1,69 @@
+"""The `forms` field's value (`FormsCache`): inflected words and camelCase
+parts, each distinct word decided once, the same as deciding every word of
+every document afresh; with Tantivy's real analyzers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from piwatchd.text.tantivy import forms as forms_mod
+from piwatchd.text.tantivy.doc import word_forms
+from piwatchd.text.tantivy.forms import FormsCache
+from piwatchd.text.tantivy.index import _analyzer
+
+WORDS, FOLDED, STEMMED = _analyzer(fold=False), _analyzer(), _analyzer(stem=True)
+
+
+def _cache() -> FormsCache:
+    return FormsCache(WORDS, FOLDED, STEMMED)
+
+
+def _reference(text: str) -> set[str]:
+    """Every word decided afresh, as the field's analyzer indexes them."""
+    out: list[str] = []
+    for word in WORDS.analyze(text):
+        out += word_forms(word, " ".join(FOLDED.analyze(word)), " ".join(STEMMED.analyze(word)))
+    return set(STEMMED.analyze(" ".join(out)))
+
+
+def _indexed(cache: FormsCache, text: str) -> set[str]:
+    return set(STEMMED.analyze(cache.value([text])))
+
+
+@pytest.mark.parametrize(
+    ("text", "has", "lacks"),
+    [
+        ("then loadSessionCache() failed", {"load", "session", "cach", "fail"}, {"then"}),
+        ("raised HTTPServerError twice", {"http", "server", "error", "rais"}, {"twice"}),
+        ("Retrying timed-out websockets", {"retri", "time", "websocket"}, {"out"}),
+        ("Café déjà vu", set(), {"cafe", "deja", "vu"}),  # their own stems: found in `text`
+        ("load_session_cache and my-kebab src/a/b.py", set(), {"load", "session", "and"}),
+        ("", set(), set()),
+    ],
+)
+def test_forms_value(text, has, lacks):
+    got = _indexed(_cache(), text)
+    assert has <= got
+    assert not (lacks & got)
+
+
+_pieces = st.sampled_from([*"abcdeRSTxyz _-.éÉ\n", "ing", "ed", "Cache", "HTTP", "Server", "ies"])
+_texts = st.lists(_pieces, max_size=30).map("".join)
+
+
+@settings(max_examples=200)
+@given(st.lists(_texts, min_size=1, max_size=8))
+def test_cache_equals_deciding_every_word_afresh(texts):
+    cache = _cache()
+    for text in texts:
+        assert _indexed(cache, text) == _reference(text)
+
+
+def test_bounded_memory_starts_again(monkeypatch):
+    monkeypatch.setattr(forms_mod, "MAX_WORDS", 5)
+    cache = _cache()
+    texts = [f"running{i} jumped loadSessionCache word{i} other{i}" for i in range(20)]
+    for text in texts:
+        assert _indexed(cache, text) == _reference(text)
+        assert len(cache._seen) <= 5 + len(set(WORDS.analyze(text)))
