@@ -72,9 +72,7 @@ def _ranked(
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
         top = text.top(query, k)
-        # (negated score, length): equal scores rank the shorter text first.
-        events = ranked_events(conn, request.filters, {frag: (-score, n) for score, frag, _, n in top})
-        events = [(score[0], fid, row) for score, fid, row in events]
+        events = [(score[0], fid, row) for score, fid, row in _events_of(conn, request, top, need)]
         if len(top) < k:
             return events[:need], Counter(event for _, _, event, _ in top)
         if len(events) >= need:
@@ -87,6 +85,29 @@ def _ranked(
         if k >= MAX_K:
             return events[:need], None
         k *= 4
+
+
+def _events_of(
+    conn: sqlite3.Connection, request: SearchRequest, top: list[tuple[float, int, int, int]], need: int
+) -> list[tuple[Any, ...]]:
+    """`ranked_events` of the fetched fragments, reading from SQLite only
+    the events that can be among the first `need`: those whose best
+    fragment scores at least as well as the need-th event's (ties kept, as
+    the order among them is SQLite's to say). Reading every fetched
+    fragment's row cost ~2x (a common word's 64 fragments for 21 events);
+    when an event read is gone (rows deleted since), all of them are read."""
+    # (negated score, length): equal scores rank the shorter text first.
+    scored = {frag: (-score, n) for score, frag, _, n in top}
+    best: dict[int, float] = {}
+    for score, _, event, _ in top:
+        best[event] = max(best.get(event, score), score)
+    if len(best) > need:
+        cut = sorted(best.values(), reverse=True)[need - 1]
+        lead = {frag: (-score, n) for score, frag, event, n in top if best[event] >= cut}
+        events = ranked_events(conn, request.filters, lead)
+        if len(events) >= need:
+            return events
+    return ranked_events(conn, request.filters, scored)
 
 
 def _matched_counts(text: TantivyText, request: SearchRequest, tier: _Tier, events: list[int]) -> dict[int, int]:
@@ -434,7 +455,9 @@ def ranked_page(
         if tier.counts is not None:
             counts = tier.counts
         elif tier.name != "partial":
-            counts = _matched_counts(text, request, tier, ids)
+            # An event of one fragment matched there: only the others are counted.
+            several = [e for e in ids if e not in events or len(events[e].fragments) > 1]
+            counts = _matched_counts(text, request, tier, several)
         held |= functools.reduce(operator.or_, masks.values(), 0)
         marks = _Marks(text, tier.terms, forms=tier.name != "exact")
         for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):
