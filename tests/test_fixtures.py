@@ -79,7 +79,8 @@ def test_v1_fixture_indexes_without_loss(indexed, name, aborted_calls):
     results = {
         r[0]
         for r in conn.execute(
-            "SELECT f.call_id FROM fragments f JOIN events e USING(event_rowid) WHERE e.session_key=(SELECT session_key FROM sessions WHERE session_id=?) AND f.kind='tool.result'",
+            "SELECT json_extract(detail, '$.toolCallId') FROM relationships WHERE kind='tool-result-for'"
+            " AND session_key=(SELECT session_key FROM sessions WHERE session_id=?)",
             (sid,),
         )
     }

@@ -139,7 +139,7 @@ CREATE TABLE fragments (
     fragment_id TEXT NOT NULL,
     kind        TEXT NOT NULL,
     tool_name   TEXT,
-    call_id     TEXT,
+    call_id     TEXT,           -- a tool call's id (tool.call fragments only)
     body        TEXT,
     tail        TEXT,
     meta        TEXT,
@@ -185,8 +185,8 @@ CREATE TABLE tree_facts (
     PRIMARY KEY (session_key, entry_id)
 ) WITHOUT ROWID;
 
--- Tool-result joins look calls up by id.
-CREATE INDEX fragments_call ON fragments(call_id) WHERE call_id IS NOT NULL;
+-- A tool result ingested after its call looks the call up by id (only calls keep theirs).
+CREATE INDEX fragments_call ON fragments(call_id) WHERE kind = 'tool.call';
 
 -- The writer deletes a session's events and relationships; derived tree rows follow the session row.
 CREATE TRIGGER sessions_tree_ad AFTER DELETE ON sessions BEGIN

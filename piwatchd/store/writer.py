@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ..model.events import Diagnostic, Event, Fragment, Header, excerpt
+from ..model.events import Diagnostic, Event, Fragment, FragmentKind, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
 from ..text.engine import Repaid, TextWriter, engine_of
@@ -68,7 +68,9 @@ class SourceRecord:
 
 def _fragment_row(event_rowid: int, f: Fragment, with_text: bool) -> tuple[Any, ...]:
     text = (f.text, f.tail, f.meta) if with_text else (None, None, None)
-    return (event_rowid, f.fragment_id, f.kind.value, f.tool_name, f.call_id, *text, f.full_length)
+    # A call's id is kept on the call alone: a result's is what links it (`relationships`), never looked up.
+    call_id = f.call_id if f.kind is FragmentKind.TOOL_CALL else None
+    return (event_rowid, f.fragment_id, f.kind.value, f.tool_name, call_id, *text, f.full_length)
 
 
 def _now_ms() -> int:
