@@ -257,7 +257,7 @@ class Daemon:
         limits.idle_timeout = self.ns.idle_timeout
         limits.max_requests_per_connection = self.ns.max_requests_per_connection
         self.follows = FollowHub(self.service.commits, self.api.newest_event, self.api.events_after)
-        self.follows.evaluate = lambda sub, events: self.api.follow_hits(sub.args, sub.scope, events)
+        self.follows.evaluate = lambda asks: self.api.follow_round([(s.args, s.scope, ev) for s, ev in asks])
         self.server = Server(
             self.sock_path,
             self.api.handle,

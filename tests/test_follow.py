@@ -272,7 +272,7 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     events.rowids = [1, 2, 3]
     hub = FollowHub(CommitSignal(), events.newest, events.after)
     evaluated: list = []
-    hub.evaluate = lambda sub, rowids: evaluated.append((sub.id, list(rowids))) or [_hit(r) for r in rowids]
+    hub.evaluate = lambda asks: [evaluated.append((s.id, list(r))) or [_hit(x) for x in r] for s, r in asks]
     blocked, in_send = threading.Event(), threading.Event()
     sent: list = []
 
@@ -302,3 +302,46 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     errors = [f for f in sent if not f.ok]
     assert sorted(f.id for f in errors) == [1, 2] and {f.error.code for f in errors} == {ErrorCode.SLOW_CONSUMER}
     hub.end_connection(conn)
+
+
+def test_a_round_searches_once_for_follows_asking_the_same():
+    from piwatchd.ingest.commits import CommitSignal
+    from piwatchd.serve.auth import CallerScope
+    from piwatchd.serve.follow import ConnectionFollows, FollowHub
+
+    events = _Events()
+    events.rowids = [1]
+    hub = FollowHub(CommitSignal(), events.newest, events.after)
+    asked: list = []
+
+    def evaluate(asks):
+        asked.append(sorted((s.args.query, s.args.exact, s.scope.roots, tuple(r)) for s, r in asks))
+        return [[_hit(x) for x in r] for _, r in asks]
+
+    hub.evaluate = evaluate
+    sent: list[list] = [[], [], []]
+    conns = [ConnectionFollows(lambda frame, out=out: out.append(frame) or True) for out in sent]
+    here, there = CallerScope(roots=("/p",)), CallerScope(roots=("/q",))
+    for c in conns:
+        hub.subscribe(c, 1, wire.FollowArgs(query="x"), scope=here)
+    hub.subscribe(conns[0], 2, wire.FollowArgs(query="x"), scope=CallerScope(roots=("/p",)))  # equal scope
+    hub.subscribe(conns[1], 3, wire.FollowArgs(query="x"), scope=there)
+    hub.subscribe(conns[2], 4, wire.FollowArgs(query="x", exact=False), scope=here)
+    events.rowids += [2, 3]
+    hub.round()
+    # Four follows asking the same share one search; another scope or other args search apart.
+    assert asked == [[("x", False, ("/p",), (2, 3)), ("x", True, ("/p",), (2, 3)), ("x", True, ("/q",), (2, 3))]]
+    want = {(0, 1), (0, 2), (1, 1), (1, 3), (2, 1), (2, 4)}  # (connection, request id): each gets its hits
+    deadline = time.monotonic() + 10
+    got: set = set()
+    while got != want and time.monotonic() < deadline:
+        got = {
+            (n, f.id)
+            for n, out in enumerate(sent)
+            for f in list(out)
+            if [h.snippet for h in f.result.hits] == ["e2", "e3"]
+        }
+        time.sleep(0.01)
+    assert got == want
+    for c in conns:
+        hub.end_connection(c)

@@ -139,14 +139,27 @@ class Api:
         scope = self._scope(caller)
         Visibility(self._conn(), scope)  # the index is readable and the caller resolvable now
         # The query must be searchable at all: a bad one is refused here, not at the first commit.
-        self.follow_hits(parsed, scope, [0])
+        (answer,) = self.follow_round([(parsed, scope, [0])])
+        if isinstance(answer, ProtocolError):
+            raise answer
         return parsed, scope
 
-    def follow_hits(self, args: wire.FollowArgs, scope: CallerScope, events: list[int]) -> list[wire.Hit]:
-        req = OpRequest(
-            Visibility(self._conn(), scope), time.monotonic() + self.request_budget, no_slot, self.query_timeout
-        )
-        return follow_hits(args, req, events)
+    def follow_round(
+        self, asks: list[tuple[wire.FollowArgs, CallerScope, list[int]]]
+    ) -> list[list[wire.Hit] | ProtocolError]:
+        """Each follow's hits among its new events (or why its search failed), on one
+        connection and one visibility per scope: a hub round asks for many at once."""
+        conn = self._conn()
+        seen: dict[CallerScope, Visibility] = {}
+        out: list[list[wire.Hit] | ProtocolError] = []
+        for args, scope, events in asks:
+            visibility = seen.get(scope) or seen.setdefault(scope, Visibility(conn, scope))
+            req = OpRequest(visibility, time.monotonic() + self.request_budget, no_slot, self.query_timeout)
+            try:
+                out.append(follow_hits(args, req, events))
+            except ProtocolError as exc:
+                out.append(exc)
+        return out
 
     def newest_event(self) -> int:
         return newest_event(self._conn())
