@@ -111,6 +111,9 @@ def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
     read = conn.execute(
         "SELECT path FROM file_evidence WHERE mode='read' GROUP BY path ORDER BY count(*) DESC"
     ).fetchone()[0]
+    changed = conn.execute(
+        "SELECT path FROM file_evidence WHERE mode='changed' GROUP BY path ORDER BY count(*) DESC"
+    ).fetchone()[0]
     tool = conn.execute(
         "SELECT tool_name FROM fragments WHERE tool_name IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC"
     ).fetchone()[0]
@@ -137,7 +140,7 @@ def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
         ("own results hidden", SearchFilters(exclude_own_results=True)),
         ("files any", SearchFilters(files=(path,))),
         ("files dir read", SearchFilters(files=(read.rsplit("/", 1)[0],), file_mode="read")),
-        ("files changed", SearchFilters(files=(path,), file_mode="changed")),
+        ("files changed", SearchFilters(files=(changed,), file_mode="changed")),
         (
             "combined",
             SearchFilters(

@@ -11,7 +11,8 @@ the assistant's tool-call `arguments.path` (and codemode `nestedCalls` on a
 tool result), plus `details.readFiles` / `details.modifiedFiles` of
 compaction and branch-summary entries. Paths are resolved the way Pi's tools
 resolve them: strip one leading `@`, expand `~`, join relative paths to the
-session cwd, normalize.
+session cwd, normalize. A tool result shares its call's evidence through its
+`tool-result-for` edge (the store's `event_files` view), never as a copy.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,6 @@ __all__ = [
     "tool_calls",
     "entry_edges",
     "entry_file_evidence",
-    "evidence_for_calls",
     "FILE_TOOLS",
 ]
 
@@ -189,12 +189,3 @@ def entry_file_evidence(data: Mapping[str, Any], cwd: str | None, home: str | No
             if len(unique) == MAX_PATHS_PER_EVENT:
                 break
     return unique
-
-
-def evidence_for_calls(call_evidence: Iterable[FileEvidence]) -> list[FileEvidence]:
-    """The tool result's share of its call's file evidence (a derived join)."""
-    return [
-        FileEvidence(ev.path, ev.mode, "tool-result", "derived", ev.raw_path, ev.tool_name, ev.call_id)
-        for ev in call_evidence
-        if ev.source == "tool-call"
-    ]

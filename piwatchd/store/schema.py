@@ -161,7 +161,9 @@ CREATE TABLE relationships (
 CREATE INDEX relationships_from ON relationships(session_key, entry_id);
 CREATE INDEX relationships_to ON relationships(session_key, target_entry_id);
 
--- Which events read or changed which files (piwatchd.model.relations).
+-- Which events read or changed which files (piwatchd.model.relations). A tool
+-- result's share of its call's evidence is not copied here: it is read through
+-- the result's tool-result-for edge (piwatchd.store.evidence).
 CREATE TABLE file_evidence (
     session_key INTEGER NOT NULL,
     entry_id    TEXT NOT NULL,

@@ -40,7 +40,6 @@ from ..model.relations import (
     FileEvidence,
     entry_edges,
     entry_file_evidence,
-    evidence_for_calls,
 )
 from ..model.tree import Node, classify, make_node, node_facts, yields_model_message
 from .ids import IN_IDS, KEY, id_list, session_key
@@ -67,7 +66,6 @@ T = TypeVar("T")
 class _Call:
     entry_id: str
     ordinal: int
-    evidence: list[FileEvidence]
 
 
 @dataclass(slots=True)
@@ -126,9 +124,9 @@ class TreeBatch:
         batch = self._replace_repeated(key, entries)
         rows = _Rows()
         for e in batch:
-            evidence = self._entry_rows(key, header.cwd, e, rows)
+            self._entry_rows(key, header.cwd, e, rows)
             if e.type == "message":
-                self._message_calls(key, e, evidence, rows)
+                self._message_calls(key, e, rows)
         rows.write(self.conn)
 
     def _replace_repeated(self, key: int, entries: list[Entry]) -> list[Entry]:
@@ -148,8 +146,8 @@ class TreeBatch:
         self.entries.extend(batch)
         return batch
 
-    def _entry_rows(self, key: int, cwd: str | None, e: Entry, rows: _Rows) -> list[FileEvidence]:
-        """One entry's own facts, edges and file evidence (returned: its tool calls' share is kept)."""
+    def _entry_rows(self, key: int, cwd: str | None, e: Entry, rows: _Rows) -> None:
+        """One entry's own facts, edges and file evidence."""
         data = e.data
         facts = node_facts(e.type, data)
         if facts:
@@ -161,22 +159,18 @@ class TreeBatch:
             self.capped.append(e)
         for ev in evidence:
             rows.files.append(_file_row(key, e.entry_id, ev))
-        return evidence
 
-    def _message_calls(self, key: int, e: Entry, evidence: list[FileEvidence], rows: _Rows) -> None:
+    def _message_calls(self, key: int, e: Entry, rows: _Rows) -> None:
         """Tool calls pair with their results: an assistant message's calls are
-        remembered, a tool result is linked to its call and inherits its evidence."""
+        remembered, a tool result is linked to its call (and so shares its file
+        evidence: the `event_files` view of store/schema.py)."""
         msg = e.data.get("message")
         if not isinstance(msg, dict):
             return
         role = msg.get("role")
         if role == "assistant":
-            by_call: dict[str, list[FileEvidence]] = {}
-            for ev in evidence:
-                if ev.call_id:
-                    by_call.setdefault(ev.call_id, []).append(ev)
             for call_id in _call_ids(msg):
-                self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal, by_call.get(call_id, [])))
+                self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal))
         elif role == "toolResult" and isinstance(msg.get("toolCallId"), str) and msg["toolCallId"]:
             self._link_result(key, e, msg["toolCallId"], rows)
 
@@ -188,8 +182,6 @@ class TreeBatch:
         detail = {"toolCallId": call_id, **({} if single else {"chosenAmongCandidates": True})}
         edge = Edge("tool-result-for", call.entry_id, provenance="recorded" if single else "derived", detail=detail)
         rows.edges.append(_edge_row(key, e.entry_id, edge))
-        for ev in evidence_for_calls(call.evidence):
-            rows.files.append(_file_row(key, e.entry_id, ev))
 
     def _find_call(self, key: int, call_id: str, result: Entry) -> tuple[_Call, bool] | None:
         candidates = list(self._calls.get(call_id, []))
@@ -200,15 +192,7 @@ class TreeBatch:
                 " WHERE f.call_id = ? AND f.kind = 'tool.call' AND e.session_key = ?",
                 (call_id, key),
             ):
-                evidence = [
-                    FileEvidence(r[0], r[1], "tool-call", "recorded", r[2], r[3], call_id)
-                    for r in self.conn.execute(
-                        "SELECT path, mode, raw_path, tool_name FROM file_evidence WHERE session_key=? AND entry_id=?"
-                        " AND call_id=? AND source='tool-call'",
-                        (key, entry_id, call_id),
-                    )
-                ]
-                candidates.append(_Call(entry_id, ordinal, evidence))
+                candidates.append(_Call(entry_id, ordinal))
         if not candidates:
             return None
         if len(candidates) == 1:

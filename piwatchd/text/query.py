@@ -18,6 +18,7 @@ from piwatch.wire import MAX_LIMIT, MAX_OFFSET
 
 from ..model import subtree
 from ..model.subtree import under_sql
+from ..store.evidence import event_files_sql
 
 __all__ = [
     "QueryError",
@@ -191,11 +192,9 @@ def files_clause(paths: tuple[str, ...], mode: str = "any") -> tuple[str, list[A
     mode_sql = "" if mode == "any" else " AND fe.mode = ?"
     if mode != "any":
         params.append(mode)
-    sql = (
-        "(e.session_key, e.entry_id) IN (SELECT fe.session_key, fe.entry_id FROM file_evidence fe"
-        f" WHERE ({' OR '.join(parts)}){mode_sql})"
-    )
-    return sql, params
+    # Own evidence and a tool result's share of its call's: the arms repeat the parameters.
+    holders = event_files_sql("{h}.session_key, {h}.entry_id", f"({' OR '.join(parts)}){mode_sql}")
+    return f"(e.session_key, e.entry_id) IN ({holders})", params + params
 
 
 SqlExpr = tuple[str, list[Any]]  # an SQL expression and its parameters

@@ -17,6 +17,7 @@ from piwatch import wire
 
 from ...model.tree import local_trace
 from ...store.catalog import child_sessions, session_by_path, session_row
+from ...store.evidence import event_files_sql
 from ...store.ids import KEY
 from ...store.redaction import index_rules
 from ...store.tree_store import DbTreeView, materialized_leaf_of
@@ -71,11 +72,11 @@ def _edges(conn: sqlite3.Connection, view: DbTreeView, sid: str, eid: str) -> li
         target = _target(conn, sid if teid is not None else None, teid, ref)
         out.append(_edge(kind, "out", prov, target, orjson.loads(detail) if detail else None))
     out.extend(_incoming(conn, sid, eid))
-    for path, mode, source, prov, raw, tool, call in conn.execute(
-        "SELECT path, mode, source, provenance, raw_path, tool_name, call_id FROM file_evidence"
-        f" WHERE session_key={KEY} AND entry_id=? LIMIT ?",
-        (sid, eid, MAX_EDGES),
-    ):
+    files = event_files_sql(
+        "fe.path, fe.mode, {source}, {provenance}, fe.raw_path, fe.tool_name, fe.call_id",
+        f"{{h}}.session_key = {KEY} AND {{h}}.entry_id = ?",
+    )
+    for path, mode, source, prov, raw, tool, call in conn.execute(f"{files} LIMIT ?", (sid, eid, sid, eid, MAX_EDGES)):
         detail = {"recordedPath": raw, "source": source, "toolName": tool, "toolCallId": call}
         kind = "file-read" if mode == "read" else "file-changed"
         out.append(_edge(kind, "out", prov, wire.Target(path=path), detail))

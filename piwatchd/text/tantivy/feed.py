@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model.events import Event, Fragment
+from ...store.evidence import event_files_sql
 from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
 from ..engine import Repaid
@@ -322,10 +323,7 @@ class TextFeed:
         ids = _json_ids(rowids)
         files: dict[int, tuple[list[str], list[str]]] = {}
         for rowid, path, mode in self.conn.execute(
-            "SELECT e.event_rowid, fe.path, fe.mode FROM file_evidence fe JOIN events e"
-            " ON e.session_key = fe.session_key AND e.entry_id = fe.entry_id"
-            " WHERE e.event_rowid IN (SELECT value FROM json_each(?))",
-            (ids,),
+            event_files_sql("e.event_rowid, fe.path, fe.mode", f"e.event_rowid {IN_IDS}", events=True), (ids, ids)
         ):
             files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
         facts: dict[int, EventFacts] = {}
