@@ -248,7 +248,7 @@ def _cached(ns: argparse.Namespace) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(report, indent=2))
     md = [
-        f"# `piwatch tui`: keystroke to drawn results, {m['fileCount']} files, {m['totalBytes'] / 1e6:.0f} MB",
+        f"# `piwatch tui`: keystroke to painted results, {m['fileCount']} files, {m['totalBytes'] / 1e6:.0f} MB",
         "",
         f"`python -m bench.tui --bytes {ns.bytes} --shape {ns.shape} --words {ns.words} --pause {ns.pause}`; "
         f"load average at the end {report['loadAverage']} (2 CPUs, shared).",
