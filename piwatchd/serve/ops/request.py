@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -116,6 +117,14 @@ def file_progress(path: str, consumed: int) -> tuple[int | None, bool]:
     `consumed` hold no newline (Pi is mid-write of its last line) is caught
     up: nothing more can be indexed until that line ends.
     """
+    try:
+        st = os.stat(path)  # a stat never blocks; a caught-up file needs nothing more
+    except (OSError, ValueError):
+        return None, False
+    if not stat.S_ISREG(st.st_mode):
+        return None, False
+    if consumed >= st.st_size:
+        return st.st_size, True
     try:
         fd = open_source(path)  # regular files only, never blocks (a FIFO named by a caller)
     except (OSError, ValueError):
