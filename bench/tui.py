@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", choices=("few-large", "many-small"), default="many-small")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--words", type=int, default=40)
-    ap.add_argument("--pause", type=float, default=0.3, help="seconds after each word (the preview's read runs)")
+    ap.add_argument("--pause", type=float, default=0.5, help="seconds after each word (the preview's read runs)")
     ns = ap.parse_args(argv)
     if ns.bytes:
         return _cached(ns)

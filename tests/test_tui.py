@@ -384,3 +384,30 @@ def test_long_queries_scroll_and_the_page_follows_the_screen(world):
             assert app.focused is query
 
     _run(go())
+
+
+def test_the_preview_reads_once_typing_pauses(world):
+    from piwatch.tui import PREVIEW_AFTER_TYPING, PREVIEW_SETTLE, Backend, SearchApp
+
+    calls: list = []
+
+    class Timed(Backend):
+        def call(self, op, args, caller):
+            out = super().call(op, args, caller)
+            calls.append((op, args.get("query"), time.monotonic()))
+            return out
+
+    async def go():
+        app = SearchApp(Timed(str(world.sock)), cwd=str(world.proj))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"kraken")
+            await _until(pilot, lambda: any(op == "read" for op, _, _ in calls))
+            answered = max(t for op, q, t in calls if op == "search" and q == "kraken")
+            (read_at,) = [t for op, _, t in calls if op == "read"]  # none between keystrokes
+            assert read_at - answered >= PREVIEW_AFTER_TYPING - 0.02  # once typing paused
+            calls.clear()
+            await pilot.press("down")  # a moved selection previews sooner
+            await _until(pilot, lambda: any(op == "read" for op, _, _ in calls))
+            assert PREVIEW_SETTLE < PREVIEW_AFTER_TYPING
+
+    _run(go())

@@ -37,9 +37,12 @@ from .tui_widgets import PreviewPane, ResultList, hit_row
 
 __all__ = ["Backend", "SearchApp", "HELP"]
 
-# A preview waits this long for the selection (or the typing) to settle: reads of rows passed
+# A preview waits this long for the selection to settle: reads of rows passed
 # over, or of results a keystroke already replaced, never take the connection from a search.
 PREVIEW_SETTLE = 0.08
+# After an answer to typing it waits longer, past the gap between a typist's keystrokes
+# (~0.1-0.2 s): the preview reads (and repaints) once the typing pauses, not between keys.
+PREVIEW_AFTER_TYPING = 0.3
 
 HELP = """\
 Type to search (every keystroke; "quoted phrases"). Filter words in the query line:
@@ -216,6 +219,8 @@ class SearchApp(App[None]):
     def _typed(self, event: Input.Changed) -> None:
         self.state.line = event.value
         self.state.offset = 0
+        self.previews.next()  # a preview still waiting to settle is for results being replaced
+        self.previewing = None
         self.search()
 
     def search(self) -> None:
@@ -252,7 +257,7 @@ class SearchApp(App[None]):
         self.table.show([hit_row(hit) for hit in self.hits])
         self._show_scope(result, problems)
         if self.hits:
-            self._preview(0)
+            self._preview(0, settle=PREVIEW_AFTER_TYPING)
         else:
             self._set_preview("")
 
@@ -281,7 +286,7 @@ class SearchApp(App[None]):
         row = self.table.cursor
         return self.hits[row] if 0 <= row < len(self.hits) else None
 
-    def _preview(self, row: int, op: str = "read") -> None:
+    def _preview(self, row: int, op: str = "read", settle: float = PREVIEW_SETTLE) -> None:
         """Show `op` of the row's event once the selection rests (unless it is already shown)."""
         hit = self.hits[row]
         wanted = (op, hit.session_id, hit.entry_id)
@@ -292,13 +297,15 @@ class SearchApp(App[None]):
         args: dict[str, Any] = {"sessionId": hit.session_id, "entryId": hit.entry_id}
         if op == "read":
             args.update(before=2, after=2, order="branch")
-        self.previewer.submit((ticket, op, args, self.state.caller()))
+        self.previewer.submit((ticket, op, args, self.state.caller(), settle))
 
-    def _preview_worker(self, ticket: int, op: str, args: dict[str, Any], caller: dict[str, Any]) -> None:
+    def _preview_worker(
+        self, ticket: int, op: str, args: dict[str, Any], caller: dict[str, Any], settle: float
+    ) -> None:
         from .commands.read import print_read
         from .commands.trace import print_trace
 
-        time.sleep(PREVIEW_SETTLE)
+        time.sleep(settle)
         if not self.previews.is_current(ticket):
             return  # the selection moved on (or more was typed) before this one's turn
         out = io.StringIO()
