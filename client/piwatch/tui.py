@@ -18,14 +18,12 @@ import subprocess
 import threading
 import time
 from collections import deque
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
-from textual.geometry import Region
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
@@ -33,7 +31,7 @@ from .client import Client, DaemonNotRunning, Follow, LocalTransport, PiwatchErr
 from .colour import SafeText, visible_controls
 from .rates import format_duration, format_rate, time_left
 from .tui_model import PAGE, Latest, NewestOnly, ScreenState, marked_segments, row_cells, search_request
-from .tui_widgets import PreviewPane, ResultList, hit_row
+from .tui_widgets import Answered, Previewed, PreviewPane, QueryInput, ResultList, hit_row
 
 __all__ = ["Backend", "SearchApp", "HELP"]
 
@@ -114,33 +112,6 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(HELP, id="help")
-
-
-class QueryInput(Input):
-    """The query line. Its size is fixed (one bordered line across the screen),
-    yet Textual's Input asks for a layout pass whenever its text's width
-    changes, i.e. on every keystroke: a pass that re-arranges an unchanged
-    screen and cost about 7 ms of CPU per keystroke, most of the screen's
-    share. Its own repaint and horizontal scroll happen without it."""
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
-        return super().refresh(*regions, repaint=repaint, layout=False, recompose=recompose)
-
-
-class Answered(Message):
-    """A search's answer, posted from the search thread (post_message is thread-safe)."""
-
-    def __init__(self, ticket: int, line: str, result: Any, problems: list[str]) -> None:
-        super().__init__()
-        self.ticket, self.line, self.result, self.problems = ticket, line, result, problems
-
-
-class Previewed(Message):
-    """A preview's text, posted from the preview thread."""
-
-    def __init__(self, ticket: int, text: str) -> None:
-        super().__init__()
-        self.ticket, self.text = ticket, text
 
 
 class SearchApp(App[None]):

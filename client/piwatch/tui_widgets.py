@@ -1,5 +1,5 @@
 """The result rows and the preview pane of `piwatch tui`, drawn line by line
-with Textual's line API.
+with Textual's line API; the query line; the messages worker threads post.
 
 Every keystroke replaces the rows (and, once the selection rests, the
 preview), so these are the screen's hot path. New content repaints the
@@ -14,7 +14,7 @@ Control characters are escaped before anything reaches a line
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -25,10 +25,11 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
+from textual.widgets import Input
 
 from .tui_model import fit_row, marked_segments, row_cells, wrap_lines
 
-__all__ = ["PreviewPane", "ResultList", "Row", "hit_row"]
+__all__ = ["Answered", "PreviewPane", "Previewed", "QueryInput", "ResultList", "Row", "hit_row"]
 
 # (time, project, kind/tool) cells and the snippet as (piece, is_match), all escaped.
 Row = tuple[tuple[str, str, str], list[tuple[str, bool]]]
@@ -179,3 +180,30 @@ class PreviewPane(Widget, can_focus=True):
         if n >= len(lines):
             return Strip.blank(width, style)
         return Strip([Segment(lines[n], style)], cell_len(lines[n])).adjust_cell_length(width, style)
+
+
+class QueryInput(Input):
+    """The query line. Its size is fixed (one bordered line across the screen),
+    yet Textual's Input asks for a layout pass whenever its text's width
+    changes, i.e. on every keystroke: a pass that re-arranges an unchanged
+    screen and cost about 7 ms of CPU per keystroke, most of the screen's
+    share. Its own repaint and horizontal scroll happen without it."""
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        return super().refresh(*regions, repaint=repaint, layout=False, recompose=recompose)
+
+
+class Answered(Message):
+    """A search's answer, posted from the search thread (post_message is thread-safe)."""
+
+    def __init__(self, ticket: int, line: str, result: Any, problems: list[str]) -> None:
+        super().__init__()
+        self.ticket, self.line, self.result, self.problems = ticket, line, result, problems
+
+
+class Previewed(Message):
+    """A preview's text, posted from the preview thread."""
+
+    def __init__(self, ticket: int, text: str) -> None:
+        super().__init__()
+        self.ticket, self.text = ticket, text
