@@ -345,3 +345,88 @@ def test_a_round_searches_once_for_follows_asking_the_same():
     assert got == want
     for c in conns:
         hub.end_connection(c)
+
+
+@pytest.mark.parametrize(
+    ("query_words", "present", "could"),
+    [
+        ([["kraken"]], {"kraken", "answer"}, True),
+        ([["kraken"], ["answer"]], {"kraken"}, False),  # every term's words are needed
+        ([["release", "notes"]], {"release", "notes"}, True),  # a phrase: its words at least
+        ([["release", "notes"]], {"release"}, False),
+        ([[]], set(), True),  # a term with no words of its own rules nothing out
+    ],
+)
+def test_could_match(query_words, present, could):
+    from piwatchd.serve.ops.follow import could_match
+
+    assert could_match(query_words, present) is could
+
+
+def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
+    """A round searches only follows whose words are among the new events'; the hits are
+    those of searching every follow (text, a phrase, words only in a tool result's meta)."""
+    from conftest import jsonl, msg, v3_header
+
+    from piwatchd.serve.api import Api
+    from piwatchd.serve.ops import follow as ops_follow
+
+    d = world.root / "t"
+    d.mkdir()
+    call = {"type": "toolCall", "id": "c1", "name": "widgetgrep", "arguments": {"pattern": "x"}}
+    (d / "s-tool.jsonl").write_bytes(
+        jsonl(
+            v3_header("s-tool", str(world.proj)),
+            msg("s-tool-e0", None, "assistant", [call], stopReason="toolUse"),
+            msg(
+                "s-tool-e1",
+                "s-tool-e0",
+                "toolResult",
+                [{"type": "text", "text": "no such file"}],
+                toolCallId="c1",
+                toolName="widgetgrep",
+                isError=True,
+            ),
+        )
+    )
+    with world.client({"all": True}) as c:
+        deadline = time.monotonic() + 30
+        while not c.search("widgetgrep", limit=5).hits:
+            assert time.monotonic() < deadline, "the tool session was not indexed"
+            time.sleep(0.1)
+    api = Api(world.db)
+    events = api.events_after(0, 500)
+    queries = [
+        "kraken",
+        '"release notes"',
+        "kraken answer",
+        "widgetgrep error",
+        "such file",
+        "zebraquux",
+        "kraken zebraquux",
+        "nested",
+    ]
+    asks = []
+    for q in queries:
+        args, scope = api.follow_scope({"query": q}, {"all": True})
+        asks.append((args, scope, events))
+    searched: list = []
+    real_search = ops_follow.search
+
+    def counting(query, req, **kw):
+        searched.append(query.query)
+        return real_search(query, req, **kw)
+
+    monkeypatch.setattr(ops_follow, "search", counting)
+    try:
+        got = api.follow_round(asks)
+        ruled = set(queries) - set(searched)
+        # The reference: every follow searched.
+        monkeypatch.setattr(ops_follow.NewWords, "rules_out", lambda self, args, events: False)
+        want = api.follow_round(asks)
+    finally:
+        api.readers.reset()
+    assert ruled == {"zebraquux", "kraken zebraquux"}
+    ids = [sorted((h.session_id, h.entry_id) for h in hits) for hits in got]
+    assert ids == [sorted((h.session_id, h.entry_id) for h in hits) for hits in want]
+    assert ids[queries.index("widgetgrep error")] == [("s-tool", "s-tool-e1")]  # meta words count

@@ -29,8 +29,9 @@ from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, ProtocolError
 from ..ingest.commits import CommitSignal
 from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
+from ..text.engine import engine_of
 from .auth import CallerScope, ScopeError, is_under, resolve_scope
-from .ops.follow import events_after, follow_hits, newest_event
+from .ops.follow import NewWords, events_after, follow_hits, newest_event
 from .ops.read import read
 from .ops.reindex import reindex
 from .ops.request import OpRequest, Slot, file_progress, no_slot
@@ -148,11 +149,17 @@ class Api:
         self, asks: list[tuple[wire.FollowArgs, CallerScope, list[int]]]
     ) -> list[list[wire.Hit] | ProtocolError]:
         """Each follow's hits among its new events (or why its search failed), on one
-        connection and one visibility per scope: a hub round asks for many at once."""
+        connection and one visibility per scope: a hub round asks for many at once.
+        A follow whose words are not among the new events' is not searched."""
         conn = self._conn()
+        engine = engine_of(conn)
+        new_words = NewWords(conn, lambda text: engine.words(conn, text))
         seen: dict[CallerScope, Visibility] = {}
         out: list[list[wire.Hit] | ProtocolError] = []
         for args, scope, events in asks:
+            if new_words.rules_out(args, events):
+                out.append([])
+                continue
             visibility = seen.get(scope) or seen.setdefault(scope, Visibility(conn, scope))
             req = OpRequest(visibility, time.monotonic() + self.request_budget, no_slot, self.query_timeout)
             try:

@@ -152,6 +152,11 @@ class TextEngine(Protocol):
         """Files or directories beside the SQLite file that belong to it."""
         ...
 
+    def words(self, conn: sqlite3.Connection, text: str) -> list[str] | None:
+        """`text` as the index's words (what the exact tier looks up), for a
+        follow's cheap can-it-match check; None when the engine does not say."""
+        ...
+
 
 # The one registry: engine name -> module with an `ENGINE`. Imported on first
 # use, so naming engines (config validation) does not load Tantivy.

@@ -4,19 +4,83 @@ The socket server holds the subscriptions (`piwatchd.serve.follow`); this is the
 request-path side: the new events in commit order, and the hits among them
 through search's own path and authorization. Partial and repaired matches
 are not news: only exact (and, unless `exact`, word-form) hits.
+
+An exact follow (the default) can only have a hit among the new events if
+every word of its query is among their words, so a round first analyzes the
+few new events' text once (`NewWords`, the same projection and analyzer the
+text index was fed with) and searches only for the follows that pass: most
+commits match no follow, and a search of a large index costs a follow about
+0.5 ms even when it finds nothing.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterable, Set
 
 from piwatch import wire
 
 from ...store.schema import owed_param, owed_sql
+from ...store.source_events import project_rows
+from ...text.query import QueryError, parse_query
 from .request import OpRequest
 from .search import search
 
-__all__ = ["events_after", "follow_hits", "newest_event"]
+__all__ = ["NewWords", "could_match", "events_after", "follow_hits", "newest_event"]
+
+# text -> the index's words of it (the text engine's analysis); None: the engine does not say.
+WordsOf = Callable[[str], "list[str] | None"]
+
+
+def could_match(query_words: Iterable[Iterable[str]], present: Set[str]) -> bool:
+    """Whether every word of every query term is among `present` (pure): what
+    an exact hit needs; False rules the follow's search out."""
+    return all(word in present for words in query_words for word in words)
+
+
+class NewWords:
+    """The words of a round's new events, projected and analyzed once for all
+    its follows. Rules a follow out only when that is certain: an exact
+    follow, an engine that says its words, every event's text projected."""
+
+    def __init__(self, conn: sqlite3.Connection, words_of: WordsOf) -> None:
+        self.conn = conn
+        self.words_of = words_of
+        self._present: dict[tuple[int, ...], frozenset[str] | None] = {}
+        self._query_words: dict[str, list[list[str]] | None] = {}
+
+    def rules_out(self, args: wire.FollowArgs, events: list[int]) -> bool:
+        if not args.exact:
+            return False  # word forms match words that are not in the text as written
+        key = tuple(events)
+        if key not in self._present:
+            self._present[key] = self._words(events)
+        present = self._present[key]
+        query_words = self._query(args.query)
+        return present is not None and query_words is not None and not could_match(query_words, present)
+
+    def _query(self, query: str) -> list[list[str]] | None:
+        if query not in self._query_words:
+            try:
+                analyzed = [self.words_of(term.text) for term in parse_query(query)]
+            except QueryError:
+                analyzed = [None]  # its search says what is wrong
+            self._query_words[query] = None if None in analyzed else [w or [] for w in analyzed]
+        return self._query_words[query]
+
+    def _words(self, events: list[int]) -> frozenset[str] | None:
+        rows = project_rows(self.conn, events)
+        if len(rows) < len(set(events)):
+            return None  # a source changed under us: rule nothing out
+        out: set[str] = set()
+        for event in rows.values():
+            for frag in event.fragments:
+                for text in (frag.text, frag.tail, frag.meta):
+                    words = self.words_of(text) if text else []
+                    if words is None:
+                        return None
+                    out.update(words)
+        return frozenset(out)
 
 
 def follow_hits(args: wire.FollowArgs, req: OpRequest, events: list[int]) -> list[wire.Hit]:

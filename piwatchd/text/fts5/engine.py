@@ -122,6 +122,9 @@ class Fts5Engine:
     def open_writer(self, conn: sqlite3.Connection) -> Fts5Writer:
         return Fts5Writer(conn)
 
+    def words(self, conn: sqlite3.Connection, text: str) -> list[str] | None:
+        return None  # FTS5's tokenizer runs inside SQLite: a follow always searches
+
     def ranked_page(
         self,
         conn: sqlite3.Connection,

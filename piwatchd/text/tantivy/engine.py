@@ -16,7 +16,7 @@ from ..hits import Chooser
 from ..query import SearchRequest
 from . import search
 from .feed import TextFeed
-from .index import searchable_owed, text_dir
+from .index import searchable_owed, text_dir, text_reader
 
 __all__ = ["ENGINE", "TantivyEngine"]
 
@@ -32,6 +32,9 @@ class TantivyEngine:
 
     def open_writer(self, conn: sqlite3.Connection) -> TextFeed:
         return TextFeed(conn)
+
+    def words(self, conn: sqlite3.Connection, text: str) -> list[str] | None:
+        return text_reader(conn).tokens(text)  # the analyzer that indexed the text and analyzes queries
 
     def ranked_page(
         self,
