@@ -6,6 +6,7 @@ Settings come from the environment and an optional TOML file at
     extra_session_dirs = ["~/pi-archive"]   # read in addition to Pi's own
     db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
     workspace_roots = ["~/work/monorepo"]   # authorize a caller below one for the whole root
+    ingest_workers = 2                      # worker processes while indexing (default: one per core; 0: none)
 
     [redact]                                # see piwatchd.model.redact.rules_from_config
     allow = ["AKIAIOSFODNN7EXAMPLE"]
@@ -14,7 +15,7 @@ Settings come from the environment and an optional TOML file at
     regex = "acme_[0-9a-f]{32}"
 
 Environment overrides: `PIWATCH_DB`, `PIWATCH_EXTRA_SESSION_DIRS`, `PIWATCH_WORKSPACE_ROOTS`
-(both os.pathsep-separated).
+(both os.pathsep-separated), `PIWATCH_INGEST_WORKERS`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class Settings:
     redact_rules: Rules = DEFAULT_RULES
     # The text engine's name (piwatchd.text.engine); changing it rebuilds the index.
     engine: str = DEFAULT_ENGINE
+    # Ingest worker processes (`piwatchd.workers`); None: one per core.
+    ingest_workers: int | None = None
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -85,7 +88,20 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         tuple(r for r in roots if os.path.isabs(r)),
         rules,
         engine,
+        _workers(env.get("PIWATCH_INGEST_WORKERS") or data.get("ingest_workers"), path),
     )
+
+
+def _workers(value: object, path: Path) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(str(value))
+    except ValueError:
+        n = -1
+    if n < 0 or isinstance(value, bool):
+        raise SystemExit(f"piwatch: config {path}: ingest_workers must be a whole number >= 0, not {value!r}")
+    return n
 
 
 def resolve_db(db: str | os.PathLike[str] | None, settings: Settings | None = None) -> Path:

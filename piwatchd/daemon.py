@@ -29,7 +29,7 @@ from typing import IO
 
 from piwatch import wire
 
-from . import memory
+from . import memory, workers
 from .ingest.inbox import Inbox
 from .notify import notify, watchdog_interval
 from .serve.server import ServerLimits
@@ -100,6 +100,12 @@ def _add_schedule_args(p: argparse.ArgumentParser) -> None:
         default=300.0,
         metavar="SEC",
         help="full reconciliation scan period; the safety net for lost events (default 300)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="ingest worker processes (default: ingest_workers in config.toml, else one per core; 0: none)",
     )
 
 
@@ -225,6 +231,8 @@ class Daemon:
         from .serve.server import Server
         from .source.watch import Watcher
 
+        given = getattr(self.ns, "workers", None)
+        workers.configure(given if given is not None else self.settings.ingest_workers)
         self.watcher = Watcher(self.roots, self.inbox)
         self.service = Service(
             ServiceConfig(
@@ -353,6 +361,7 @@ class Daemon:
                 getattr(self, part).stop()
         if hasattr(self, "service"):
             self.service.stop(timeout=STOP_TIMEOUT)
+        workers.shutdown()
         for lock in reversed(self._locks):
             lock.close()
         log.info("stopped")

@@ -9,10 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from piwatchd.text.tantivy import forms as forms_mod
 from piwatchd.text.tantivy.doc import word_forms
-from piwatchd.text.tantivy.forms import FormsCache
-from piwatchd.text.tantivy.index import _analyzer
+from piwatchd.text.tantivy.forms import FormsCache, analyzer
 
-WORDS, FOLDED, STEMMED = _analyzer(fold=False), _analyzer(), _analyzer(stem=True)
+WORDS, FOLDED, STEMMED = analyzer(fold=False), analyzer(), analyzer(stem=True)
 
 
 def _cache() -> FormsCache:

@@ -209,12 +209,16 @@ def index_once(
     sessions: list[str] | None = None,
     progress: Callable[[IngestOutcome], None] | None = None,
     planned: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Reconcile the index with the session files once, as the only writer
-    (raises IndexBusy while piwatchd or another pass holds the index lock)."""
+    (raises IndexBusy while piwatchd or another pass holds the index lock).
+    `workers`: ingest worker processes (None: as configured)."""
+    from .. import workers as pool
     from ..config import load_settings, resolve_db, session_roots
 
     settings = load_settings()
+    used = pool.configure(workers if workers is not None else settings.ingest_workers)
     roots = session_roots(sessions, settings)
     db_path = prepare_index_path(resolve_db(db, settings))
     lock = lock_index(db_path, f"pid {os.getpid()} (piwatch index --once)\n")
@@ -228,5 +232,6 @@ def index_once(
         finally:
             writer.close()  # commits the text index
     finally:
+        pool.shutdown()
         lock.close()
-    return {"db": str(db_path), "roots": roots, "rebuilt": rebuilt, **summary.as_dict()}
+    return {"db": str(db_path), "roots": roots, "rebuilt": rebuilt, "workers": used, **summary.as_dict()}

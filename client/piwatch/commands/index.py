@@ -27,6 +27,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="session directory to index (repeatable; default: Pi's own session directories)",
     )
     p_index.add_argument("--db", metavar="PATH", help="index database (default: piwatch's state directory)")
+    p_index.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="ingest worker processes (default: ingest_workers in config.toml, else one per core; 0: none)",
+    )
     p_index.add_argument("--json", action="store_true", help="print the summary as JSON")
     p_index.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -40,6 +46,9 @@ def run(ns: argparse.Namespace) -> int:
         print(f"piwatch: no sessions directory at {missing[0]}", file=stderr)
         return 2
     mode = "off" if ns.quiet or ns.json else "bar" if stderr.isatty() else "lines"
+    if ns.workers is not None and ns.workers < 0:
+        print("piwatch: --workers must be 0 or more", file=stderr)
+        return 2
 
     from piwatchd.store.indexfile import IndexBusy, NotAnIndex
 
@@ -51,7 +60,7 @@ def run(ns: argparse.Namespace) -> int:
                 if outcome.error and not ns.quiet and not ns.json:
                     view.note(f"{outcome.state}: {outcome.path}: {outcome.error}")
 
-            summary = index_once(ns.db, ns.sessions, progress=progress, planned=view.planned)
+            summary = index_once(ns.db, ns.sessions, progress=progress, planned=view.planned, workers=ns.workers)
     except IndexBusy as exc:
         print(f"piwatch: {exc}: piwatchd keeps it current (`piwatch reindex` re-reads everything)", file=stderr)
         return 1

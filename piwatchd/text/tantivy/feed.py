@@ -120,6 +120,8 @@ class TextFeed:
             self._ops.append(("delete_events", replaced))
         if events:
             self._ops.append(("add", events))
+            # Their documents are built after COMMIT: the workers compute their forms meanwhile.
+            self.text.forms.prepare(f for _, event in events for f in event.fragments)
 
     def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
         if entry_ids:
@@ -129,9 +131,12 @@ class TextFeed:
     def ended(self, *, committed: bool) -> None:
         """After COMMIT, apply the queued operations; after a rollback they
         never happened, and the transaction's debt rows are gone with it."""
-        if committed:
-            self._apply()
-            return
+        try:
+            if committed:
+                self._apply()
+                return
+        finally:
+            self.text.forms.forget()
         self._ops.clear()
         self._owed = {s for s in self._owed if self._still_owed(s)}
 

@@ -1,5 +1,7 @@
 """The `forms` field's value of a document: its inflected words and the case
-parts of its camelCase words (`doc.word_forms`), each distinct word decided once.
+parts of its camelCase words (`doc.word_forms`), each distinct word decided
+once; a transaction's worth computed ahead by the ingest workers (`Forms`);
+and the analyzers (the one definition of the text's analysis).
 
 A history repeats its vocabulary: the first 46 MB of one held 81,000
 distinct words, and each document repeats hundreds of them. Stemming every
@@ -17,16 +19,36 @@ The memory is bounded: past MAX_WORDS distinct words the sets start again
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import Future
 from itertools import chain
 
 import tantivy
+from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
 
+from ... import workers
+from ...model.events import Fragment
 from .doc import word_forms
 
-__all__ = ["MAX_WORDS", "FormsCache"]
+__all__ = ["MAX_WORDS", "PREPARE_BATCH", "PREPARE_MIN", "Forms", "FormsCache", "analyzer", "forms_batch"]
 
 # ~150 bytes a word in the sets and the map: about 40 MB at most.
 MAX_WORDS = 250_000
+# Fragments' forms are computed by the ingest workers (`Forms.prepare`) in
+# batches of about this much text; less than PREPARE_MIN in all (an append)
+# stays in the writer, where it costs less than the round trip.
+PREPARE_BATCH = 256 * 1024
+PREPARE_MIN = 64 * 1024
+_Texts = tuple[str, str | None, str]  # a fragment's (text, tail, meta)
+
+
+def analyzer(stem: bool = False, *, fold: bool = True) -> tantivy.TextAnalyzer:
+    """Unicode words, lower-cased and folded (the `text` and `meta` fields),
+    English-stemmed too (`stem`: the `forms` field), or as written (`fold=False`)."""
+    b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(255))
+    if not fold:
+        return b.build()
+    b = b.filter(Filter.lowercase()).filter(Filter.ascii_fold())
+    return (b.filter(Filter.stemmer("english")) if stem else b).build()
 
 
 class FormsCache:
@@ -66,3 +88,65 @@ class FormsCache:
                 self._forms[word] = forms
                 self._inflected.add(word)
         self._seen.update(words)
+
+
+def _new_cache() -> FormsCache:
+    return FormsCache(analyzer(fold=False), analyzer(), analyzer(stem=True))
+
+
+class Forms:
+    """The writer's `forms` values: computed by the workers when `prepare`d
+    (the events of a transaction, before its COMMIT), else here."""
+
+    def __init__(self) -> None:
+        self.cache = _new_cache()
+        self._prepared: dict[_Texts, tuple[Future[list[str]], int]] = {}  # texts -> (batch, place in it)
+
+    def prepare(self, fragments: Iterable[Fragment]) -> None:
+        """Start computing these fragments' forms in the ingest workers."""
+        batches: list[list[_Texts]] = [[]]
+        size = total = 0
+        for f in fragments:
+            key = (f.text, f.tail, f.meta)
+            if key in self._prepared:
+                continue
+            n = len(f.text) + len(f.tail or "") + len(f.meta)
+            if size + n > PREPARE_BATCH and batches[-1]:
+                batches.append([])
+                size = 0
+            batches[-1].append(key)
+            size += n
+            total += n
+        if total < PREPARE_MIN:
+            return
+        for batch in batches:
+            future = workers.submit(forms_batch, batch)
+            if future is None:
+                return
+            for i, key in enumerate(batch):
+                self._prepared[key] = (future, i)
+
+    def forget(self) -> None:
+        """The prepared values are no longer wanted (taken, or rolled back)."""
+        self._prepared.clear()
+
+    def value(self, key: _Texts) -> str:
+        """The `forms` value of a document of these texts."""
+        prepared = self._prepared.get(key)
+        if prepared is not None:
+            done = workers.result(prepared[0])
+            if done is not None:
+                return str(done[prepared[1]])
+        return self.cache.value(v for v in key if v)
+
+
+_WORKER_CACHE: list[FormsCache] = []
+
+
+def forms_batch(batch: list[_Texts]) -> list[str]:
+    """In an ingest worker: the `forms` values of a batch of fragments (its
+    own cache, kept between batches)."""
+    if not _WORKER_CACHE:
+        _WORKER_CACHE.append(_new_cache())
+    cache = _WORKER_CACHE[0]
+    return [cache.value(v for v in key if v) for key in batch]

@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 
 import orjson
 import tantivy
-from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
+from tantivy import Occur, Query, SchemaBuilder
 
 from ..query import SearchFilters, Term
 from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses
-from .forms import FormsCache
+from .forms import Forms, analyzer
 from .overlay import Overlay, View, masked
 
 __all__ = [
@@ -111,14 +111,6 @@ def _schema() -> tantivy.Schema:
     return b.build()
 
 
-def _analyzer(stem: bool = False, *, fold: bool = True) -> tantivy.TextAnalyzer:
-    b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(255))
-    if not fold:  # the words as written (`FormsCache`)
-        return b.build()
-    b = b.filter(Filter.lowercase()).filter(Filter.ascii_fold())
-    return (b.filter(Filter.stemmer("english")) if stem else b).build()
-
-
 class TantivyText:
     """One open text index. Writable in the ingest thread only (one writer per
     directory, guarded by Tantivy's lock file); readable from any thread."""
@@ -126,9 +118,10 @@ class TantivyText:
     def __init__(self, path: str | Path, *, writable: bool) -> None:
         self.path = Path(path)
         self.schema = _schema()
-        self.analyzer = _analyzer()
-        self.forms_analyzer = _analyzer(stem=True)
-        self.forms = FormsCache(_analyzer(fold=False), self.analyzer, self.forms_analyzer)
+        self.analyzer = analyzer()
+        self.forms_analyzer = analyzer(stem=True)
+        # The `forms` values of documents, some computed ahead by the ingest workers.
+        self.forms = Forms()
         if writable:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         elif not (self.path / "meta.json").exists():
@@ -162,7 +155,7 @@ class TantivyText:
             if base is None:
                 base = shared[doc.facts.event_rowid] = event_fields(doc.facts)
             d = doc_json(doc, base)
-            forms = self.forms.value(v for v in (doc.body, doc.tail, doc.meta) if v)
+            forms = self.forms.value((doc.body, doc.tail, doc.meta))
             if forms:
                 d[_FORMS] = forms
             line = orjson.dumps(d).decode()
@@ -357,6 +350,7 @@ class TantivyText:
 
 
 _NO_OVERLAY = View()
+
 
 # Up to this many events are matched as a union of their terms, more as a
 # term set (a bitset built per segment): the union is cheaper for a page.

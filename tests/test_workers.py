@@ -1,0 +1,165 @@
+"""The ingest worker processes (`piwatchd.workers`): the index they help build
+is the index the writer builds alone; a worker that dies leaves its work to
+the writer; no worker outlives a writer killed with -9."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from piwatchd import workers
+from piwatchd.text.tantivy import forms as forms_mod
+from piwatchd.text.tantivy.index import TantivyText, text_dir
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pi-mono-v1"
+
+
+@pytest.fixture
+def no_pool():
+    yield
+    workers.shutdown()
+    workers.configure(None)
+
+
+def _terms(db: Path, field: str) -> list[tuple[str, int]]:
+    text = TantivyText(text_dir(db), writable=False)
+    return sorted(text.index.searcher().terms_with_prefix(field, "", limit=10_000_000))
+
+
+def test_workers_build_the_same_index(tmp_path, monkeypatch, no_pool):
+    from piwatchd.ingest.scan import index_once
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for gz in FIXTURES.glob("*.jsonl.gz"):  # real Pi sessions, 3.3 MB in all
+        (sessions / gz.name.removesuffix(".gz")).write_bytes(gzip.decompress(gz.read_bytes()))
+    monkeypatch.setattr(forms_mod, "PREPARE_MIN", 1)  # every transaction's forms go to the workers
+    submitted = []  # batches a worker took
+    real_submit = workers.submit
+
+    def submit(fn, *args):
+        future = real_submit(fn, *args)
+        if future is not None:
+            submitted.append(fn)
+        return future
+
+    monkeypatch.setattr(workers, "submit", submit)
+    alone = index_once(tmp_path / "alone.sqlite3", [str(sessions)], workers=0)
+    assert alone["workers"] == 0 and not submitted
+    helped = index_once(tmp_path / "helped.sqlite3", [str(sessions)], workers=2)
+    assert helped["workers"] == 2 and submitted
+    assert alone["events"] == helped["events"] > 0
+    for field in ("forms", "text", "meta"):
+        assert _terms(tmp_path / "alone.sqlite3", field) == _terms(tmp_path / "helped.sqlite3", field)
+
+
+def test_a_dead_worker_leaves_the_work_to_the_writer(tmp_path, no_pool):
+    from piwatchd.model.events import Fragment
+
+    workers.configure(1)
+    text = TantivyText(tmp_path / "t.tantivy", writable=True)
+    try:
+        frags = [
+            Fragment(f"f{i}", "message.text", f"retrying loadSessionCache x{i} " + "words " * 20_000, None, "")
+            for i in range(3)
+        ]
+        for dies in ("before the batch", "after the batch"):
+            pool = workers.pool()
+            assert pool is not None
+            assert workers.result(workers.submit(os.getpid)) != os.getpid()  # a worker runs
+            if dies == "after the batch":
+                text.forms.prepare(frags)
+            for proc in list(pool._processes.values()):
+                os.kill(proc.pid, signal.SIGKILL)
+            time.sleep(0.5)
+            text.forms.prepare(frags)
+            for f in frags:
+                got = text.forms.value((f.text, f.tail, f.meta))
+                assert {"retrying", "load", "session", "cache"} <= set(got.split())
+            text.forms.forget()
+        # A broken pool is replaced: the next batch runs in a new worker.
+        assert workers.result(workers.submit(os.getpid)) not in (None, os.getpid())
+    finally:
+        text.close()
+
+
+def test_no_worker_outlives_a_killed_writer(tmp_path):
+    script = textwrap.dedent(
+        """
+        import os, sys, time
+        from piwatchd import workers
+        workers.configure(2)
+        pids = {workers.result(workers.submit(os.getpid)) for _ in range(8)}
+        print(" ".join(map(str, workers.pool()._processes)), flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert pids
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in pids if _alive(p)]
+    assert not alive, f"workers {alive} outlived their writer"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "expected"),
+    [
+        ("", None, None),
+        ("ingest_workers = 3\n", None, 3),
+        ("ingest_workers = 3\n", "0", 0),
+        ("ingest_workers = -1\n", None, SystemExit),
+        ("ingest_workers = true\n", None, SystemExit),
+        ('ingest_workers = "two"\n', None, SystemExit),
+    ],
+)
+def test_configured_workers(tmp_path, toml, env, expected):
+    from piwatchd.config import load_settings
+
+    (tmp_path / "config.toml").write_text(toml)
+    environ = {"PIWATCH_CONFIG": str(tmp_path / "config.toml"), "PIWATCH_DB": str(tmp_path / "db")}
+    if env is not None:
+        environ["PIWATCH_INGEST_WORKERS"] = env
+    if expected is SystemExit:
+        with pytest.raises(SystemExit, match="ingest_workers"):
+            load_settings(environ)
+    else:
+        assert load_settings(environ).ingest_workers == expected
+
+
+def test_pool_size(no_pool):
+    assert workers.configure(None) == workers.default_workers() >= 1
+    assert workers.configure(0) == 0 and workers.pool() is None and workers.submit(os.getpid) is None
+    assert workers.configure(1000) == workers.WORKERS_MAX
+
+
+def test_cli_rejects_negative_workers(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "piwatch.cli", "index", "--once", "--workers", "-1", "--sessions", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "--workers" in proc.stderr
