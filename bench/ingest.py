@@ -5,6 +5,10 @@ SessionManager (tests/pi/gen.mjs corpus mode), then measures with a real
 `piwatchd` process:
 
 - cold full index: MB/s, entries/s, peak RSS of the daemon (ru_maxrss);
+- with `--workers-compare 1,2`: the cold index again with each number of
+  ingest worker processes (`piwatchd --workers N`), side by side: wall
+  seconds, MB/s, CPU seconds (user+sys of the daemon and its workers) and
+  the peak of their summed RSS, so the scaling per core is visible;
 - restart with nothing changed: seconds until the start-up scan is done;
 - append-to-indexed latency (p50/p99) over N appends spread across sessions,
   from the append's write() returning to a search over the daemon's socket
@@ -97,7 +101,15 @@ def index_bytes(db: Path) -> int:
 
 
 class Daemon:
-    def __init__(self, root: Path, db: Path, settle: float, max_latency: float, engine: str = "tantivy"):
+    def __init__(
+        self,
+        root: Path,
+        db: Path,
+        settle: float,
+        max_latency: float,
+        engine: str = "tantivy",
+        workers: int | None = None,
+    ):
         self.env = {**os.environ, "PIWATCH_ENGINE": engine}
         self.args = [
             str(BIN / "piwatchd"),
@@ -118,28 +130,103 @@ class Daemon:
         ]
         self.sock = self.args[-1]
         self.db = db
+        if workers is not None:
+            self.args += ["--workers", str(workers)]
+        self.cpu_seconds = 0.0  # user+sys of the daemon and the children it waited for (its workers)
 
-    def start_and_wait(self, timeout: float = 7200) -> dict:
+    def launch(self) -> float:
         t0 = time.monotonic()
         self.proc = subprocess.Popen(self.args, stderr=open(self.db.parent / "daemon.log", "ab"), env=self.env)
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
-            st = read_service_state(self.db)
-            if st and st.pid == self.proc.pid and st.startup_seconds is not None:
-                out = msgspec.structs.asdict(st)
-                out["wall_seconds"] = round(time.monotonic() - t0, 3)
-                return out
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"piwatchd exited with {self.proc.returncode}")
-            time.sleep(0.01)
-        raise TimeoutError("piwatchd did not finish its start-up scan")
+        return t0
+
+    def start_and_wait(self, timeout: float = 7200) -> dict:
+        return _wait_started(self, self.launch(), timeout)
 
     def stop(self) -> int:
         """SIGTERM; returns the daemon's peak RSS in bytes (ru_maxrss)."""
         self.proc.send_signal(signal.SIGTERM)
         _, status, usage = os.wait4(self.proc.pid, 0)
         self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_seconds = usage.ru_utime + usage.ru_stime
         return usage.ru_maxrss * 1024
+
+
+class RssSampler:
+    """The peak of the summed RSS of a process and its children (the daemon
+    and its ingest workers), sampled every 0.2 s."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _run(self, pid: int) -> None:
+        import psutil
+
+        while not self._stop.wait(0.2):
+            try:
+                proc = psutil.Process(pid)
+                procs = [proc, *proc.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                return
+            self.peak = max(self.peak, total)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def cold_by_workers(work: Path, tmp: Path, total: int, ns: argparse.Namespace) -> list[dict]:
+    """The cold index with each number of ingest workers, a fresh index each time."""
+    rows = []
+    for n in [int(x) for x in ns.workers_compare.split(",") if x.strip()]:
+        db = tmp / f"workers-{n}" / "index.sqlite3"
+        db.parent.mkdir()
+        d = Daemon(work, db, ns.settle, ns.max_latency, ns.engine, workers=n)
+        t0 = d.launch()
+        sampler = RssSampler(d.proc.pid)
+        st = _wait_started(d, t0)
+        rss = d.stop()
+        peak_sum = sampler.stop()
+        secs = st["startup_seconds"]
+        rows.append(
+            {
+                "workers": n,
+                "seconds": secs,
+                "MBps": round(total / 1e6 / secs, 1),
+                "cpuSeconds": round(d.cpu_seconds, 1),
+                "cpuSecondsPerGB": round(d.cpu_seconds / (total / 1e9), 1),
+                "daemonPeakRssMB": round(rss / 1e6, 1),
+                "peakRssSumMB": round(peak_sum / 1e6, 1),
+            }
+        )
+        print(f"cold with {n} workers: {rows[-1]}", file=sys.stderr)
+        shutil.rmtree(db.parent, ignore_errors=True)
+    return rows
+
+
+def _wait_started(d: Daemon, t0: float, timeout: float = 7200) -> dict:
+    deadline = t0 + timeout
+    while time.monotonic() < deadline:
+        st = read_service_state(d.db)
+        if st and st.pid == d.proc.pid and st.startup_seconds is not None:
+            out = msgspec.structs.asdict(st)
+            out["wall_seconds"] = round(time.monotonic() - t0, 3)
+            return out
+        if d.proc.poll() is not None:
+            raise RuntimeError(f"piwatchd exited with {d.proc.returncode}")
+        time.sleep(0.01)
+    raise TimeoutError("piwatchd did not finish its start-up scan")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -299,6 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-append-cost", action="store_true")
     ap.add_argument("--engine", choices=("tantivy", "fts5"), default="tantivy")
     ap.add_argument("--shape", choices=tuple(SHAPES), default="many-small")
+    ap.add_argument(
+        "--workers-compare",
+        metavar="N,N",
+        help="also index cold with each number of ingest workers (e.g. 1,2) and report them side by side",
+    )
+    ap.add_argument(
+        "--cold-only", action="store_true", help="only the cold index (and --workers-compare): no restart, appends, rg"
+    )
     ns = ap.parse_args(argv)
     nbytes = parse_bytes(ns.bytes)
     cdir, m = corpus(nbytes, ns.seed, ns.shape)
@@ -347,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         "indexOverCorpus": round(index_bytes(db) / total, 3),
     }
     print(f"cold: {report['cold']}", file=sys.stderr)
+    if ns.workers_compare:
+        report["coldByWorkers"] = cold_by_workers(work, tmp, total, ns)
+    if ns.cold_only:
+        return _write(report, ns, argv, tmp)
 
     d = Daemon(work, db, ns.settle, ns.max_latency, ns.engine)
     st = d.start_and_wait()
@@ -380,8 +479,12 @@ def main(argv: list[str] | None = None) -> int:
         report["appendCost"] = append_cost(tmp, Path(biggest["path"]), engine=ns.engine)
         print(f"append cost: {report['appendCost']}", file=sys.stderr)
 
+    return _write(report, ns, argv, tmp)
+
+
+def _write(report: dict, ns: argparse.Namespace, argv: list[str] | None, tmp: Path) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    name = f"ingest-{ns.bytes}-{ns.shape}-{ns.engine}"
+    name = f"ingest-{ns.bytes}-{ns.shape}-{ns.engine}" + ("-cold" if ns.cold_only else "")
     (OUT / f"{name}.json").write_text(json.dumps(report, indent=2))
     (OUT / f"{name}.md").write_text(markdown(report, " ".join(["python -m bench.ingest", *(argv or sys.argv[1:])])))
     print((OUT / f"{name}.md").read_text())
@@ -390,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(r: dict, command: str) -> str:
-    c, cold, rs, al = r["corpus"], r["cold"], r["restart"], r["appendLatency"]
+    c, cold = r["corpus"], r["cold"]
     lines = [
         f"# piwatchd ingest benchmark — engine {r['engine']}, corpus shape {r['shape']}",
         "",
@@ -403,6 +506,33 @@ def markdown(r: dict, command: str) -> str:
         f"| cold full index | {cold['seconds']} s, **{cold['MBps']} MB/s**, {cold['entriesPerSecond']} entries/s | >= 30 MB/s |",
         f"| index on disk (SQLite + text index) | {cold['indexBytes'] / 1e6:.0f} MB, **{cold['indexOverCorpus']}x** the session files | <= 0.4x |",
         f"| peak RSS while indexing | **{cold['peakRssMB']} MB** | <= 300 MB |",
+    ]
+    if "restart" in r:
+        lines += _live_rows(r)
+    if "coldByWorkers" in r:
+        lines += [
+            "",
+            "Cold index by number of ingest worker processes (`piwatchd --workers N`; CPU: the daemon and its workers):",
+            "",
+            "| workers | seconds | MB/s | CPU seconds | CPU s per GB | peak RSS, daemon + workers |",
+            "|---|---|---|---|---|---|",
+        ]
+        for w in r["coldByWorkers"]:
+            lines.append(
+                f"| {w['workers']} | {w['seconds']} | **{w['MBps']}** | {w['cpuSeconds']} | {w['cpuSecondsPerGB']} | {w['peakRssSumMB']} MB |"
+            )
+    if "rgVsSearch" in r:
+        lines += ["", "| query | rg | piwatch search (CLI) | in-process search | rg / CLI |", "|---|---|---|---|---|"]
+        for q in r["rgVsSearch"]:
+            lines.append(
+                f"| `{q['query']}` | {q['rgSeconds']} s ({q['rgMatchingLines']} lines) | {q['piwatchSearchCliSeconds']} s | {q['piwatchSearchInProcessSeconds']} s | {q['rgOverCli']}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _live_rows(r: dict) -> list[str]:
+    rs, al = r["restart"], r["appendLatency"]
+    lines = [
         f"| restart, nothing changed | **{rs['seconds']} s** for {rs['files']} files ({rs['bytesReparsed']} bytes reparsed); {rs['wallSecondsIncludingPythonStart']} s wall incl. process start | <= 2 s for 5,000 files |",
         f"| append -> searchable ({al['n']} appends, polled by a socket search) | **p50 {al['p50ms']} ms, p99 {al['p99ms']} ms** (max {al['maxms']}) | p50 <= 30, p99 <= 150 |",
     ]
@@ -411,12 +541,7 @@ def markdown(r: dict, command: str) -> str:
         lines.append(
             f"| 1-line append ingest cost | 100 MB session {a['100MB']['appendMsP50']} ms vs 1 KB session {a['1KB']['appendMsP50']} ms (ratio {a['ratio100MBto1KB']}) | independent of size |"
         )
-    lines += ["", "| query | rg | piwatch search (CLI) | in-process search | rg / CLI |", "|---|---|---|---|---|"]
-    for q in r["rgVsSearch"]:
-        lines.append(
-            f"| `{q['query']}` | {q['rgSeconds']} s ({q['rgMatchingLines']} lines) | {q['piwatchSearchCliSeconds']} s | {q['piwatchSearchInProcessSeconds']} s | {q['rgOverCli']}x |"
-        )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Settings come from the environment and an optional TOML file at
     extra_session_dirs = ["~/pi-archive"]   # read in addition to Pi's own
     db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
     workspace_roots = ["~/work/monorepo"]   # authorize a caller below one for the whole root
-    ingest_workers = 2                      # worker processes while indexing (default: one per core; 0: none)
+    ingest_workers = 1                      # indexing worker processes (default: cores - 1; 0: none)
 
     [redact]                                # see piwatchd.model.redact.rules_from_config
     allow = ["AKIAIOSFODNN7EXAMPLE"]
@@ -52,7 +52,7 @@ class Settings:
     redact_rules: Rules = DEFAULT_RULES
     # The text engine's name (piwatchd.text.engine); changing it rebuilds the index.
     engine: str = DEFAULT_ENGINE
-    # Ingest worker processes (`piwatchd.workers`); None: one per core.
+    # Ingest worker processes (`piwatchd.workers`); None: one per core beside the writer's.
     ingest_workers: int | None = None
 
 

@@ -105,7 +105,7 @@ def _add_schedule_args(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="ingest worker processes (default: ingest_workers in config.toml, else one per core; 0: none)",
+        help="ingest worker processes (default: ingest_workers in config.toml, else one per core beside the writer's; 0: none)",
     )
 
 

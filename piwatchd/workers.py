@@ -44,8 +44,11 @@ _pool: ProcessPoolExecutor | None = None
 
 
 def default_workers() -> int:
-    """The pool a machine gets unless configured: one worker per core."""
-    return max(1, min(WORKERS_MAX, os.cpu_count() or 1))
+    """The pool a machine gets unless configured: one worker per core beside
+    the writer's (its Python thread and Tantivy's indexing thread keep one
+    busy). On 2 cores one worker keeps up: the forms it computes cost about
+    half of the writer's own time."""
+    return max(1, min(WORKERS_MAX, (os.cpu_count() or 1) - 1))
 
 
 def configure(workers: int | None) -> int:

@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--workers",
         type=int,
         metavar="N",
-        help="ingest worker processes (default: ingest_workers in config.toml, else one per core; 0: none)",
+        help="ingest worker processes (default: ingest_workers in config.toml, else one per core beside the writer's; 0: none)",
     )
     p_index.add_argument("--json", action="store_true", help="print the summary as JSON")
     p_index.add_argument("--quiet", action="store_true", help="no progress output")

@@ -31,8 +31,9 @@ from .doc import word_forms
 
 __all__ = ["MAX_WORDS", "PREPARE_BATCH", "PREPARE_MIN", "Forms", "FormsCache", "analyzer", "forms_batch"]
 
-# ~150 bytes a word in the sets and the map: about 40 MB at most.
-MAX_WORDS = 250_000
+# ~150 bytes a word in the sets and the map: about 15 MB at most (in the
+# writer and in each worker).
+MAX_WORDS = 100_000
 # Fragments' forms are computed by the ingest workers (`Forms.prepare`) in
 # batches of about this much text; less than PREPARE_MIN in all (an append)
 # stays in the writer, where it costs less than the round trip.
