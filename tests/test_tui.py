@@ -84,6 +84,20 @@ def test_a_result_row_fills_exactly_its_width(width):
     assert all(not match or piece in "kraken" for piece, match in pieces)
 
 
+def test_columns_are_as_wide_as_their_widest_cell_up_to_a_cap():
+    from piwatch.tui_model import column_widths
+
+    rows = [
+        ("2026-05-01 10:00", "api", "user.text"),
+        ("2026-05-01 10:01", "a-very-long-project-name", "tool.call bash"),
+    ]
+    assert column_widths(rows) == (16, COLUMNS[1], len("tool.call bash"))
+    assert column_widths([]) == (0, 0, 0)
+    text = "".join(p for p, _ in fit_row(rows[0], SNIPPET, 60, column_widths(rows)))
+    assert text.startswith("2026-05-01 10:00  api" + " " * (COLUMNS[1] - 3) + "  user.text       before")
+    assert cell_len(text) == 60
+
+
 def test_a_cut_wide_character_never_overflows():
     for width in range(60, 90):  # every cut position through the wide characters
         assert cell_len("".join(p for p, _ in fit_row(CELLS, SNIPPET, width))) == width

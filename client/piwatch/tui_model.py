@@ -29,6 +29,7 @@ __all__ = [
     "Latest",
     "NewestOnly",
     "ScreenState",
+    "column_widths",
     "fit_row",
     "wrap_lines",
     "parse_line",
@@ -39,7 +40,7 @@ __all__ = [
 
 FILTER_WORDS = ("kind", "tool", "since", "until", "branch", "is")
 PAGE = 20  # results per request until the screen says how many rows it shows
-COLUMNS = (16, 16, 24)  # cells of time, project, kind/tool; the snippet takes the rest of the line
+COLUMNS = (16, 16, 24)  # at most these cells of time, project, kind/tool; the snippet takes the rest
 
 
 def parse_line(line: str) -> tuple[str, dict[str, Any], list[str]]:
@@ -195,13 +196,20 @@ def marked_segments(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, 
     return out
 
 
-def fit_row(cells: tuple[str, str, str], snippet: list[tuple[str, bool]], width: int) -> list[tuple[str, bool]]:
+def column_widths(rows: list[tuple[str, str, str]]) -> tuple[int, ...]:
+    """Each column as wide as its widest cell among `rows`, at most `COLUMNS`."""
+    return tuple(min(cap, max((cell_len(cells[i]) for cells in rows), default=0)) for i, cap in enumerate(COLUMNS))
+
+
+def fit_row(
+    cells: tuple[str, str, str], snippet: list[tuple[str, bool]], width: int, columns: tuple[int, ...] = COLUMNS
+) -> list[tuple[str, bool]]:
     """A result row as (piece, is_match) filling exactly `width` cells: the
-    cells in `COLUMNS` wide columns (cut or padded), then the snippet, cut at
+    cells in columns `columns` wide (cut or padded), then the snippet, cut at
     the edge (wide characters counted as two cells)."""
     out: list[tuple[str, bool]] = []
     left = width
-    for text, cols in zip(cells, COLUMNS, strict=True):
+    for text, cols in zip(cells, columns, strict=True):
         piece = set_cell_size(text, min(cols, left)) + " " * min(2, max(0, left - cols))
         out.append((piece, False))
         left -= cell_len(piece)

@@ -27,7 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input
 
-from .tui_model import fit_row, marked_segments, row_cells, wrap_lines
+from .tui_model import COLUMNS, column_widths, fit_row, marked_segments, row_cells, wrap_lines
 
 __all__ = ["Answered", "PreviewPane", "Previewed", "QueryInput", "ResultList", "Row", "hit_row"]
 
@@ -62,6 +62,7 @@ class ResultList(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[Row] = []
+        self.columns: tuple[int, ...] = COLUMNS  # as wide as the rows shown need
         self.cursor = 0
         self.top = 0  # the row shown on the first line
         # (plain, cursor, match, cursor+match) styles: looked up once, not per line (the lookup
@@ -87,6 +88,7 @@ class ResultList(Widget):
     def show(self, rows: list[Row]) -> None:
         """Replace the rows; the cursor goes to the first."""
         self.rows, self.cursor, self.top = rows, 0, 0
+        self.columns = column_widths([cells for cells, _ in rows])
         self.refresh()
 
     def move_cursor(self, row: int) -> None:
@@ -106,7 +108,7 @@ class ResultList(Widget):
     def row_text(self, row: int) -> str:
         """A row's text as drawn at the current width (for tests and copying)."""
         cells, snippet = self.rows[row]
-        return "".join(piece for piece, _ in fit_row(cells, snippet, max(self.size.width, 80)))
+        return "".join(piece for piece, _ in fit_row(cells, snippet, max(self.size.width, 80), self.columns))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -116,7 +118,8 @@ class ResultList(Widget):
             return Strip.blank(width, plain)
         base, marked = (cursor, cursor_match) if n == self.cursor else (plain, match)
         cells, snippet = self.rows[n]
-        segments = [Segment(piece, marked if is_match else base) for piece, is_match in fit_row(cells, snippet, width)]
+        pieces = fit_row(cells, snippet, width, self.columns)
+        segments = [Segment(piece, marked if is_match else base) for piece, is_match in pieces]
         return Strip(segments, width)
 
     def on_resize(self, event: events.Resize) -> None:
