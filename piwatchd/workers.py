@@ -38,8 +38,13 @@ log = logging.getLogger(__name__)
 
 # More processes than cores only costs memory (~40 MB each).
 WORKERS_MAX = 8
+# A pool whose workers die this often is given up for the process's life (a
+# worker that cannot start, say a script without a `__main__` guard, which
+# `spawn` imports again in every worker): the writer does the work.
+MAX_BREAKS = 3
 _lock = threading.Lock()
 _size = 0
+_breaks = 0
 _pool: ProcessPoolExecutor | None = None
 
 
@@ -54,10 +59,10 @@ def default_workers() -> int:
 def configure(workers: int | None) -> int:
     """Set this process's pool size (None: `default_workers`; 0: no pool, all
     work in the writer). Takes effect on the next start of the pool."""
-    global _size
+    global _size, _breaks
     n = default_workers() if workers is None else max(0, min(WORKERS_MAX, int(workers)))
     with _lock:
-        _size = n
+        _size, _breaks = n, 0
     return n
 
 
@@ -65,7 +70,7 @@ def pool() -> ProcessPoolExecutor | None:
     """The running pool, started on first use; None when configured off."""
     global _pool
     with _lock:
-        if _size == 0:
+        if _size == 0 or _breaks >= MAX_BREAKS:
             return None
         if _pool is None:
             ctx = multiprocessing.get_context("spawn")
@@ -82,8 +87,7 @@ def submit(fn: Callable[..., Any], *args: Any) -> Future[Any] | None:
     try:
         return p.submit(fn, *args)
     except Exception as exc:  # noqa: BLE001 - a broken pool (a worker died): start a new one next time
-        log.warning("ingest workers unavailable (%s); working in the writer", exc)
-        _drop(p)
+        _drop(p, exc)
         return None
 
 
@@ -93,21 +97,30 @@ def result(future: Future[Any] | None) -> Any | None:
         return None
     try:
         return future.result()
+    except BrokenExecutor as exc:  # a worker died: start a new pool next time
+        with _lock:
+            broken = _pool
+        if broken is not None:
+            _drop(broken, exc)
+        return None
     except Exception as exc:  # noqa: BLE001 - any worker failure falls back to the writer
         log.warning("an ingest worker failed (%s); working in the writer", exc)
-        if isinstance(exc, BrokenExecutor):  # a worker died: start a new pool next time
-            with _lock:
-                broken = _pool
-            if broken is not None:
-                _drop(broken)
         return None
 
 
-def _drop(p: ProcessPoolExecutor) -> None:
-    global _pool
+def _drop(p: ProcessPoolExecutor, why: BaseException) -> None:
+    """Forget a broken pool (once, however many of its batches fail)."""
+    global _pool, _breaks
     with _lock:
-        if _pool is p:
-            _pool = None
+        if _pool is not p:
+            return
+        _pool = None
+        _breaks += 1
+        given_up = _breaks >= MAX_BREAKS
+    if given_up:
+        log.error("ingest workers keep dying (%s); the writer does their work from now on", why)
+    else:
+        log.warning("an ingest worker died (%s); working in the writer, a new pool next time", why)
     with contextlib.suppress(Exception):
         p.shutdown(wait=False, cancel_futures=True)
 

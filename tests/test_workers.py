@@ -163,3 +163,18 @@ def test_cli_rejects_negative_workers(tmp_path):
         text=True,
     )
     assert proc.returncode == 2 and "--workers" in proc.stderr
+
+
+def test_a_pool_that_keeps_dying_is_given_up(no_pool):
+    workers.configure(1)
+    for _ in range(workers.MAX_BREAKS):
+        pool = workers.pool()
+        assert pool is not None
+        assert workers.result(workers.submit(os.getpid)) != os.getpid()
+        for proc in list(pool._processes.values()):
+            os.kill(proc.pid, signal.SIGKILL)
+        time.sleep(0.3)
+        assert workers.result(workers.submit(os.getpid)) is None
+    assert workers.pool() is None and workers.submit(os.getpid) is None
+    workers.configure(1)  # configuring again starts afresh
+    assert workers.result(workers.submit(os.getpid)) not in (None, os.getpid())
