@@ -98,7 +98,8 @@ class Daemon:
             user=self.user,
         )
         if wait:
-            poll(self.started, 30, message="piwatchd start-up scan to finish")
+            # 90 s: a cold start-up scan of the 1,500-session tests on 2 loaded cores took over 30 s.
+            poll(self.started, 90, message="piwatchd start-up scan to finish")
         return self
 
     def state(self) -> ServiceStatus | None:
