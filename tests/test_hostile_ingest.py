@@ -112,7 +112,7 @@ def test_restart_after_kill9_in_the_middle_of_huge_entries_is_ready_in_seconds(l
     # Many files of huge entries: a kill lands while they are being indexed.
     for n in range(6):
         (live.root / FOLDER / f"m{n}.jsonl").write_bytes(many_reads(f"s-m{n}", 20_000, f"heron{n}"))
-    d = Daemon(live.root, live.db).start(wait=False)
+    d = live.daemon(wait=False)
     try:
         poll(lambda: ((d.state() or ServiceStatus()).files_ingested or 0) >= 1, 60, message="ingest under way")
     finally:

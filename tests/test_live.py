@@ -24,7 +24,6 @@ from helpers.live import (
     FOLDER,
     PIWATCH,
     PIWATCHD,
-    Daemon,
     entry_ids,
     line,
     no_diagnostics,
@@ -279,7 +278,7 @@ def _index_snapshot(db: Path):
 def test_real_pi_writes_forks_appends_and_migrates_while_running(live, pitools):
     agent = live.base / "agent"
     sessions = agent / "sessions"
-    d = Daemon(sessions, live.db).start()  # the root does not exist yet: watched once it appears
+    d = live.daemon(sessions)  # the root does not exist yet: watched once it appears
     try:
         m = pitools.run_gen(["scenarios", "--out", str(agent), "--pi", "1.6.0"])
         paths = [f["path"] for f in m["files"]]
@@ -350,8 +349,7 @@ def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
     rng = random.Random(1234)
     kills = 0
     for round_ in range(8):
-        d = Daemon(sessions, live.db)
-        d.start(wait=False)
+        d = live.daemon(sessions, wait=False)
         time.sleep(rng.uniform(0.3, 1.5))
         if d.proc.poll() is None:
             d.kill9()
@@ -361,7 +359,7 @@ def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
             ["append", "--file", rng.choice(files), "--pi", "1.6.0", "--count", "2", "--marker", f"crash{round_}"]
         )
     assert kills >= 4
-    final = Daemon(sessions, live.db).start()
+    final = live.daemon(sessions)
     assert final.stop() == 0
     clean = live.base / "clean.sqlite3"
     out = subprocess.run(

@@ -21,7 +21,7 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
-from helpers.live import FOLDER, PIWATCH, Daemon, poll, q, search_cli
+from helpers.live import FOLDER, PIWATCH, poll, q, search_cli
 from piwatch.client import Client
 
 pytestmark = pytest.mark.timeout(120)
@@ -145,7 +145,7 @@ def test_a_file_that_never_was_an_index_is_never_replaced(live, content):
     """`--db` pointed at the wrong file: refused with one line, the file untouched."""
     live.path.write_bytes(session("s-1", "walrus"))
     live.db.write_bytes(content)
-    d = Daemon(live.root, live.db).start(wait=False)
+    d = live.daemon(wait=False)
     assert d.proc.wait(30) == 1
     d.stop()
     log = d.log.read_text()

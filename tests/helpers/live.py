@@ -180,10 +180,12 @@ class LiveEnv:
         self.path = self.root / FOLDER / "s1.jsonl"
         self.daemons: list[Daemon] = []
 
-    def daemon(self, **kw: Any) -> Daemon:
-        d = Daemon(self.root, self.db, **kw)
+    def daemon(self, root: Path | None = None, *, wait: bool = True, **kw: Any) -> Daemon:
+        """A daemon on `root` (default: this env's) and this env's index, killed at
+        teardown if a test's failure or timeout left it running."""
+        d = Daemon(root or self.root, self.db, **kw)
         self.daemons.append(d)
-        return d.start()
+        return d.start(wait=wait)
 
 
 def live_env() -> Iterator[LiveEnv]:
