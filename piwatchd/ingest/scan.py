@@ -228,7 +228,7 @@ def index_once(
         try:
             writer.repay_text_debt()
             summary = reconcile(writer, roots, progress=progress, planned=planned)
-            writer.optimize()
+            writer.refresh_statistics(force=True)
         finally:
             writer.close()  # commits the text index
     finally:

@@ -221,7 +221,7 @@ class Service:
         self.progress.phase = "stopped"
         try:
             self._write_state(force=True)
-            self.writer.optimize()
+            self.writer.refresh_statistics()
         except Exception:  # noqa: BLE001, S110 - best effort while stopping: a lost index cannot take its state
             pass
         self.writer.close()  # commits the text index
@@ -280,6 +280,7 @@ class Service:
             log.info("index rebuilt: %s", self.progress.index_problem)
             self.progress.index_problem = None
         self.progress.phase = "idle"
+        self.writer.refresh_statistics(force=True)  # the planner sees the index it now has
         self._write_state(force=True)
 
     def _apply_rebuilds(self, requests: list[str | None]) -> None:
@@ -372,6 +373,7 @@ class Service:
         self.progress.batches = plus(self.progress.batches)
         if not self.progress.index_problem:
             self.progress.phase = "idle"
+            self.writer.refresh_statistics()  # only once the index has doubled
 
     def _ingest_one(self, path: str) -> IngestOutcome | None:
         try:
