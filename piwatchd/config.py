@@ -6,7 +6,7 @@ Settings come from the environment and an optional TOML file at
     extra_session_dirs = ["~/pi-archive"]   # read in addition to Pi's own
     db = "~/somewhere/index.sqlite3"        # default: <user state dir>/piwatch/index.sqlite3
     workspace_roots = ["~/work/monorepo"]   # authorize a caller below one for the whole root
-    ingest_workers = 1                      # indexing worker processes (default: cores - 1; 0: none)
+    ingest_workers = 0                      # indexing worker processes (default: cores - 2; 0: none)
 
     [redact]                                # see piwatchd.model.redact.rules_from_config
     allow = ["AKIAIOSFODNN7EXAMPLE"]
