@@ -15,7 +15,7 @@ WORDS, FOLDED, STEMMED = analyzer(fold=False), analyzer(), analyzer(stem=True)
 
 
 def _cache() -> FormsCache:
-    return FormsCache(WORDS, FOLDED, STEMMED)
+    return FormsCache()
 
 
 def _reference(text: str) -> set[str]:
@@ -52,11 +52,33 @@ _texts = st.lists(_pieces, max_size=30).map("".join)
 
 
 @settings(max_examples=200)
-@given(st.lists(_texts, min_size=1, max_size=8))
-def test_cache_equals_deciding_every_word_afresh(texts):
+@given(st.lists(_texts, min_size=1, max_size=8), st.sampled_from([0, 1, 1000]))
+def test_cache_equals_deciding_every_word_afresh(texts, skip_step):
+    """Also while the tokenizer leaves out the words learnt to add nothing
+    (`skip_step` 0: rebuilt after every new word)."""
+    forms_mod.SKIP_STEP = skip_step
+    try:
+        cache = _cache()
+        for text in texts:
+            assert _indexed(cache, text) == _reference(text)
+    finally:
+        forms_mod.SKIP_STEP = 1000
+
+
+def test_known_words_never_reach_python(monkeypatch):
+    monkeypatch.setattr(forms_mod, "SKIP_STEP", 1)
     cache = _cache()
-    for text in texts:
-        assert _indexed(cache, text) == _reference(text)
+    first = "the cache failed while loadSessionCache retried the cache"
+    assert _indexed(cache, first) == _reference(first)
+    left = set(cache._words.analyze(first + " newword"))
+    assert left == {
+        "cache",
+        "failed",
+        "loadSessionCache",
+        "retried",
+        "newword",
+    }  # the inflected (cache: cach) and the new
+    assert _indexed(cache, first + " newword") == _reference(first + " newword")
 
 
 def test_bounded_memory_starts_again(monkeypatch):

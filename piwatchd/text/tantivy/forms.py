@@ -8,7 +8,9 @@ distinct words, and each document repeats hundreds of them. Stemming every
 document's words again (two analyzer calls and a comparison per word) was
 half of a cold index's Python time; here a document costs one tokenizer
 call and two set operations in C (`words - seen`, `words & inflected`), and
-only words never seen before are stemmed and split. Words are kept as
+only words never seen before are stemmed and split. The tokenizer leaves out
+the words already known to add nothing (most of every document's), so they
+never become Python strings (40 % of the values' cost, measured). Words are kept as
 written (not lower-cased) so the case parts can be found; the field's
 analyzer lower-cases, folds and stems them.
 
@@ -29,11 +31,14 @@ from ... import workers
 from ...model.events import Fragment
 from .doc import word_forms
 
-__all__ = ["MAX_WORDS", "PREPARE_BATCH", "PREPARE_MIN", "Forms", "FormsCache", "analyzer", "forms_batch"]
+__all__ = ["MAX_WORDS", "PREPARE_BATCH", "PREPARE_MIN", "SKIP_STEP", "Forms", "FormsCache", "analyzer", "forms_batch"]
 
 # ~150 bytes a word in the sets and the map: about 15 MB at most (in the
 # writer and in each worker).
 MAX_WORDS = 100_000
+# The words-as-written tokenizer is rebuilt to leave out the words learnt to
+# add nothing once at least this many more are known (`FormsCache._skip_learnt`).
+SKIP_STEP = 1000
 # Fragments' forms are computed by the ingest workers (`Forms.prepare`) in
 # batches of about this much text; less than PREPARE_MIN in all (an append)
 # stays in the writer, where it costs less than the round trip.
@@ -42,25 +47,27 @@ PREPARE_MIN = 64 * 1024
 _Texts = tuple[str, str | None, str]  # a fragment's (text, tail, meta)
 
 
-def analyzer(stem: bool = False, *, fold: bool = True) -> tantivy.TextAnalyzer:
+def analyzer(stem: bool = False, *, fold: bool = True, skip: list[str] | None = None) -> tantivy.TextAnalyzer:
     """Unicode words, lower-cased and folded (the `text` and `meta` fields),
-    English-stemmed too (`stem`: the `forms` field), or as written (`fold=False`)."""
+    English-stemmed too (`stem`: the `forms` field), or as written (`fold=False`;
+    without the words in `skip`, exactly as written)."""
     b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(255))
     if not fold:
-        return b.build()
+        return (b.filter(Filter.custom_stopword(skip)) if skip else b).build()
     b = b.filter(Filter.lowercase()).filter(Filter.ascii_fold())
     return (b.filter(Filter.stemmer("english")) if stem else b).build()
 
 
 class FormsCache:
-    def __init__(self, words: tantivy.TextAnalyzer, folded: tantivy.TextAnalyzer, stemmed: tantivy.TextAnalyzer):
-        """`words` cuts the text's words as written (the `text` field's tokenizer,
-        no lower-casing); `folded` is the `text` field's analyzer; `stemmed` the
-        same plus the English stemmer."""
-        self._words, self._folded, self._stemmed = words, folded, stemmed
+    def __init__(self) -> None:
+        # The text's words as written (the `text` field's tokenizer, no
+        # lower-casing), less the words learnt to add nothing (`_skip_learnt`);
+        # the `text` field's analyzer; the same plus the English stemmer.
+        self._words, self._folded, self._stemmed = analyzer(fold=False), analyzer(), analyzer(stem=True)
         self._seen: set[str] = set()
         self._inflected: set[str] = set()  # the seen words that add something
         self._forms: dict[str, tuple[str, ...]] = {}
+        self._skipped = 0  # how many words `_words` leaves out
 
     def value(self, texts: Iterable[str]) -> str:
         """The `forms` field's text for a document of these texts."""
@@ -69,9 +76,11 @@ class FormsCache:
         if len(self._seen) + len(new) > MAX_WORDS:
             # Start again, with this document's words (the ones seen before too).
             self._seen, self._inflected, self._forms = set(), set(), {}
+            self._words, self._skipped = analyzer(fold=False), 0
             new = words
         if new:
             self._learn(new)
+            self._skip_learnt()
         hits = words & self._inflected
         return " ".join(dict.fromkeys(chain.from_iterable(self._forms[w] for w in hits)))
 
@@ -90,9 +99,15 @@ class FormsCache:
                 self._inflected.add(word)
         self._seen.update(words)
 
-
-def _new_cache() -> FormsCache:
-    return FormsCache(analyzer(fold=False), analyzer(), analyzer(stem=True))
+    def _skip_learnt(self) -> None:
+        """Most of a document's words are known to add nothing; the tokenizer
+        leaves those out (a stop-word filter in Rust), so they never become
+        Python strings: that was most of a value's cost. Rebuilt as the
+        vocabulary grows by half (a few ms each time, O(words) in all)."""
+        plain = len(self._seen) - len(self._inflected)
+        if plain >= self._skipped * 3 // 2 + SKIP_STEP:
+            self._words = analyzer(fold=False, skip=list(self._seen - self._inflected))
+            self._skipped = plain
 
 
 class Forms:
@@ -100,7 +115,7 @@ class Forms:
     (the events of a transaction, before its COMMIT), else here."""
 
     def __init__(self) -> None:
-        self.cache = _new_cache()
+        self.cache = FormsCache()
         self._prepared: dict[_Texts, tuple[Future[list[str]], int]] = {}  # texts -> (batch, place in it)
 
     def prepare(self, fragments: Iterable[Fragment]) -> None:
@@ -148,6 +163,6 @@ def forms_batch(batch: list[_Texts]) -> list[str]:
     """In an ingest worker: the `forms` values of a batch of fragments (its
     own cache, kept between batches)."""
     if not _WORKER_CACHE:
-        _WORKER_CACHE.append(_new_cache())
+        _WORKER_CACHE.append(FormsCache())
     cache = _WORKER_CACHE[0]
     return [cache.value(v for v in key if v) for key in batch]
