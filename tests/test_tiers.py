@@ -294,3 +294,40 @@ def test_label_masks_are_each_words_own_search(tmp_path_factory, body, query):
 
 
 _TEXT: dict = {}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_WORDS, "failure", "_", " ", "\n"]), max_size=30),
+    st.lists(st.sampled_from(_WORDS + ["fail", "zorblax", "qqqqzz", '"the loop"']), min_size=2, max_size=4),
+)
+def test_partial_probe_leaves_out_only_words_that_cannot_match(tmp_path_factory, body, query):
+    """The partial probe searches only words that `can_match`: a word left
+    out finds no document by its own partial-tier query, and a minimum-match
+    disjunction of every remaining word is run as a conjunction (`combine`)
+    with the same documents and scores."""
+    from tantivy import Occur, Query
+
+    from piwatchd.text.query import SearchFilters, parse_query
+    from piwatchd.text.tantivy.doc import EventFacts, TextDoc
+    from piwatchd.text.tantivy.index import TantivyText
+    from piwatchd.text.tantivy.tiers import can_match, partial_match_query, partial_word_query
+
+    text = _TEXT.get("p") or _TEXT.setdefault("p", TantivyText(tmp_path_factory.mktemp("tp") / "ix", writable=True))
+    n = _TEXT["pn"] = _TEXT.get("pn", 0) + 1
+    joined = "".join(w if w in "_ \n" else f" {w}" for w in body)
+    facts = EventFacts(n, "s", n, "message", "user", None, False, "active", "selected", None, None, False)
+    text.add([TextDoc(n, facts, "user.text", None, joined, None, "")])
+    text.commit()
+    terms = parse_query(" ".join(query))
+    for term in terms:
+        if not can_match(text, term):
+            assert text.top(text.combine([partial_match_query(text, term)], SearchFilters()), 10) == []
+    words = [partial_word_query(text, t, 1.0 + i) for i, t in enumerate(terms)]
+    some = Query.boolean_query([(Occur.Should, w) for w in words], minimum_number_should_match=len(words))
+    want = sorted((f, round(s, 4)) for s, f, _, _ in text.top(some, 1000))
+    got = sorted(
+        (f, round(s, 4)) for s, f, _, _ in text.top(text.combine(words, SearchFilters(), min_match=len(words)), 1000)
+    )
+    assert got == want
+    assert text.top(text.combine(words, SearchFilters(), min_match=len(words) + 1), 1000) == []

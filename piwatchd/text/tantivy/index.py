@@ -292,7 +292,12 @@ class TantivyText:
         """Every word query must match (at least `min_match` of them when
         given), every filter clause admits, only `events` (when given) and
         none of `exclude`."""
-        if min_match is None:
+        if min_match is not None and min_match > len(words):
+            return Query.empty_query()
+        if min_match is None or min_match == len(words):
+            # All of them: a conjunction, same matches and scores (a sum
+            # either way), but it seeks from its rarest word where a
+            # minimum-match disjunction walks every word's postings.
             parts: list[tuple[Occur, Query]] = [(Occur.Must, w) for w in words]
         else:
             some = Query.boolean_query([(Occur.Should, w) for w in words], minimum_number_should_match=min_match)

@@ -35,6 +35,7 @@ from ..tiers import label, partial_plan
 from .index import TantivyText, text_reader
 from .tiers import (
     Repairs,
+    can_match,
     forms_tokens,
     matched_masks,
     partial_match_query,
@@ -310,10 +311,11 @@ class _Tier:
     min_match: int | None = None
     events: list[tuple[Any, ...]] = field(default_factory=list)
     counts: dict[int, int] | None = None
-    words: list[Query] = field(default_factory=list)  # one query per word, over the whole index
+    # One query per word searched for, over the whole index (default: one per term).
+    words: list[Query] | None = None
 
     def __post_init__(self) -> None:
-        if not self.words:
+        if self.words is None:
             self.words = [self.word(t, None) for t in self.terms]
 
 
@@ -326,6 +328,7 @@ def _run(
     need: int,
     deadline: float | None,
 ) -> None:
+    assert tier.words is not None
     query = text.combine(tier.words, request.filters, exclude=seen, min_match=tier.min_match)
     tier.events, tier.counts = _ranked(conn, text, request, query, need - len(seen), deadline, tier.name == "exact")
     seen += [c[2].event_rowid for c in tier.events]
@@ -371,7 +374,11 @@ def _tiers(
     plan = partial_plan(fixed.terms)
     if plan is not None and len(seen) < min(request.limit, need):
         weights = word_weights(text, list(plan.terms), text.count())
-        words = [partial_word_query(text, t, w) for t, w in zip(plan.terms, weights, strict=True)]
+        # Words that cannot match are searched for by no query (`can_match`):
+        # with fewer than `min_match` left, nothing is; they are still
+        # labelled missing (the tier's terms keep them).
+        live = [i for i, t in enumerate(plan.terms) if can_match(text, t)]
+        words = [partial_word_query(text, plan.terms[i], weights[i]) for i in live]
         # Its counts and labels come from `matched_masks`, never from `word`.
         out.append(
             _Tier(
@@ -379,9 +386,10 @@ def _tiers(
             )
         )
         before = len(seen)
-        _run(conn, text, request, out[-1], seen, need, deadline)
-        if len(seen) < need:
-            _add_spread(conn, text, request, out[-1], weights, seen, need - before)
+        if len(live) >= plan.min_match:
+            _run(conn, text, request, out[-1], seen, need, deadline)
+        if plan.min_match <= len(live) and len(seen) < need:
+            _add_spread(conn, text, request, out[-1], [(plan.terms[i], weights[i]) for i in live], seen, need - before)
     return out, fixed
 
 
@@ -390,14 +398,16 @@ def _add_spread(
     text: TantivyText,
     request: SearchRequest,
     tier: _Tier,
-    weights: list[float],
+    live: list[tuple[Term, float]],
     seen: list[int],
     room: int,
 ) -> None:
     """Merge into the partial tier (by the same IDF sums) the events whose
-    words sit in different fragments (`spread_events`)."""
+    `live` words (those that can match, with their weights) sit in
+    different fragments (`spread_events`)."""
     assert tier.min_match is not None
-    spread = spread_events(text, tier.terms, weights, request.filters, seen, tier.min_match)
+    terms, weights = [t for t, _ in live], [w for _, w in live]
+    spread = spread_events(text, terms, weights, request.filters, seen, tier.min_match)
     if not spread.weights:
         return
     extra = ranked_events(conn, request.filters, {f: (-w, 0) for f, w in spread.weights.items()})

@@ -24,6 +24,7 @@ from .index import FORMS_FIELD, TantivyText, within_docs
 __all__ = [
     "Repairs",
     "Spread",
+    "can_match",
     "forms_tokens",
     "matched_masks",
     "partial_match_query",
@@ -101,6 +102,17 @@ def _count_docs(text: TantivyText, term: Term) -> int:
     if tokens:
         best = max(best, min(_stem_doc_freq(text, t) for t in tokens))
     return best
+
+
+def can_match(text: TantivyText, term: Term) -> bool:
+    """Whether a word of the partial probe may match at all: False for a
+    bare word with no postings in any form (`_doc_freq`) and no derivation
+    (`_derived`), which can only be missing. Left out of the probe's
+    searches, it changes no match and no score; in a minimum-match
+    disjunction it still cost the walk of every other word's postings."""
+    if term.phrase or len(text.tokens(term.text)) != 1:
+        return True
+    return bool(_doc_freq(text, term) or _derived(text, term))
 
 
 def word_weights(text: TantivyText, terms: list[Term], num_docs: int) -> list[float]:
