@@ -261,6 +261,20 @@ def test_the_package_never_imports_textual_at_import_time():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.parametrize(("env", "fps"), [({}, "240"), ({"TEXTUAL_FPS": "30"}, "30")])
+def test_the_tui_paints_at_its_frame_cap_unless_the_user_sets_one(env, fps):
+    """An answer waits for Textual's next frame: the TUI raises the cap (read
+    once, at Textual's import) unless the user set TEXTUAL_FPS."""
+    import os
+
+    code = (
+        "import piwatch.tui, textual.constants as c, textual.screen as s; print(c.MAX_FPS, round(1 / s.UPDATE_PERIOD))"
+    )
+    base = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=base | env)
+    assert out.stdout.split() == [fps, fps]
+
+
 def test_status_footer_lines():
     from piwatch.tui import status_line
     from piwatch.wire import BytesStatus, IndexProgress, ServiceStatus, StatusResult

@@ -20,6 +20,15 @@ import time
 from collections import deque
 from typing import Any, ClassVar
 
+# Textual paints at most TEXTUAL_FPS frames a second (read once, when Textual is
+# imported): an answer that arrives just after the frame that echoed its
+# keystroke waits for the next one, 0-17 ms at Textual's default of 60, about
+# a third of the keystroke goal. Frames are painted only when something
+# changed, so a higher cap costs nothing while the screen rests. A value the
+# user sets (a slow ssh link: fewer) wins.
+FRAMES_PER_SECOND = 240
+os.environ.setdefault("TEXTUAL_FPS", str(FRAMES_PER_SECOND))
+
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SuspendNotSupported
@@ -33,7 +42,7 @@ from .rates import format_duration, format_rate, time_left
 from .tui_model import PAGE, Latest, NewestOnly, ScreenState, marked_segments, row_cells, search_request
 from .tui_widgets import Answered, Previewed, PreviewPane, QueryInput, ResultList, hit_row
 
-__all__ = ["Backend", "SearchApp", "HELP"]
+__all__ = ["Backend", "SearchApp", "HELP", "FRAMES_PER_SECOND"]
 
 # A preview waits this long for the selection to settle: reads of rows passed
 # over, or of results a keystroke already replaced, never take the connection from a search.
