@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import math
 import re
@@ -387,9 +388,11 @@ class Rules:
             triggers.Compile()
             self._set = triggers
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """Changes whenever what would be redacted may change; stored in the index."""
+        """Changes whenever what would be redacted may change; stored in the
+        index. Computed once (the rules are immutable): every search's
+        re-projection keys its cache by it."""
         doc = orjson.dumps(
             {"version": RULES_VERSION, "builtin": self.builtin, "extra": self.extra, "allow": sorted(self.allow)}
         )
