@@ -36,6 +36,7 @@ TEXTS = {
     "future2": "the future of the billing service",
     "feature": "turned on the feature flags for beta",
     "backup": "the backup failure left stale snapshots",
+    "migrations": "two migrations were merged into one",
     # One event, two fragments: its text and its tool call.
     "spread": [
         {"type": "text", "text": "reran the flaky suite overnight"},
@@ -144,6 +145,21 @@ def test_repaired_word_says_did_you_mean(served):
     assert [(x.word, x.replacement) for x in r.repairs] == [("migraton", "migration")]
     assert hits(r) == [("migration", "repaired")]
     assert r.hits[0].matched == ["migraton", "script"] and r.hits[0].missing == []
+
+
+def test_a_repaired_spelling_as_written_comes_before_its_forms(served):
+    """`migraton` -> migration: the events holding the repaired word as
+    written, then (the page not full) the one holding only an inflection,
+    every one labelled repaired, none twice."""
+    r = served.search("migraton", limit=10)
+    if served.engine == "fts5":
+        assert hits(r) == [] and r.repairs == []
+        return
+    assert [(x.word, x.replacement) for x in r.repairs] == [("migraton", "migration")]
+    got = hits(r)
+    assert sorted(e for e, _ in got[:-1]) == ["migration", "migration2", "migration3"], got
+    assert got[-1] == ("migrations", "repaired") and {t for _, t in got} == {"repaired"}
+    assert hits(served.search("migraton", limit=2)) == hits(r)[:2]
 
 
 @pytest.mark.parametrize(

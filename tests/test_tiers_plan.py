@@ -210,7 +210,7 @@ def test_snippet_word_finder_is_the_regex(body, tokens):
     """Snippet marks find whole words by `str.find` on the lower-cased text
     and a boundary check: the same spans as the case-insensitive regex with
     word-boundary look-arounds (the definition)."""
-    from piwatchd.text.tantivy.search import _lower, _match_pattern, _whole_words
+    from piwatchd.text.tantivy.snippets import _lower, _match_pattern, _whole_words
 
     words = frozenset(tokens)
     expected = [m.span() for m in _match_pattern(words).finditer(body)]

@@ -1,6 +1,6 @@
 """Search with the Tantivy engine: rank fragments inside the text index (every
 filter applied there), coalesce them into events, count matches and build
-snippets for the page only.
+snippets (`snippets`) for the page only.
 
 Scores are negated so that lower is better, as FTS5's rank. Ranking is
 exact: the k best fragments are fetched, and k grows until the page's last
@@ -13,30 +13,25 @@ fragments), so tied events are ordered as FTS5 orders them: newest first.
 from __future__ import annotations
 
 import functools
-import heapq
 import operator
-import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from tantivy import Query
 
-from ...model.events import Fragment
 from ...store.source_events import project_rows
-from ..hits import MARK_CLOSE, MARK_OPEN, Chooser, HitRow, chosen_rows, page_rows, ranked_events, sort_key
-from ..identifiers import split_segment
+from ..hits import Chooser, HitRow, chosen_rows, page_rows, ranked_events, sort_key
 from ..query import QueryTimeout, SearchRequest, Term, parse_query
 from ..tiers import label, partial_plan
 from .index import TantivyText, text_reader
+from .snippets import Marks, snippet
 from .tiers import (
     Repairs,
     can_match,
-    forms_tokens,
     matched_masks,
     partial_match_query,
     partial_word_query,
@@ -51,7 +46,6 @@ __all__ = ["ranked_page"]
 FIRST_K = 64
 MAX_K = 1 << 20
 TIE_K_MAX = 4096
-SNIPPET_WINDOW = 420
 
 
 def _ranked(
@@ -122,185 +116,6 @@ def _matched_counts(text: TantivyText, request: SearchRequest, tier: _Tier, even
     return Counter(event for _, _, event, _ in text.top(query, 10_000))
 
 
-# Candidates looked at in one text before the scan gives up (whole words) or
-# stops (word forms): bounded work whatever the text.
-_MAX_CANDIDATES = 512
-
-
-def _lower(body: str) -> str | None:
-    """`body` lower-cased, when that keeps every character's offset (else None)."""
-    low = body.lower()
-    return low if len(low) == len(body) else None
-
-
-def _occurrences(low: str, needles: Iterable[str], lo: int, hi: int) -> Iterator[tuple[int, int]]:
-    """Every occurrence of any needle in low[lo:hi], by position (longest
-    first at one position): `str.find` per needle, merged. A find runs at
-    memory speed; a case-insensitive alternation in `re` or RE2's Python
-    wrapper cost 10-40x more per 32 KB fragment here."""
-    heap = []
-    for n in needles:
-        p = low.find(n, lo, hi)
-        if p >= 0:
-            heap.append((p, -len(n), n))
-    heapq.heapify(heap)
-    while heap:
-        p, neg, n = heap[0]
-        yield p, p - neg
-        q = low.find(n, p + 1, hi)
-        if q >= 0:
-            heapq.heapreplace(heap, (q, neg, n))
-        else:
-            heapq.heappop(heap)
-
-
-def _whole_words(body: str, low: str | None, tokens: frozenset[str], lo: int, hi: int) -> list[tuple[int, int]]:
-    """Spans in body[lo:hi] of `tokens` as whole words (letters and digits
-    only, as the analyzer sees them), case-insensitively."""
-    if low is None:
-        return _regex_words(body, tokens, lo, hi)
-    spans: list[tuple[int, int]] = []
-    end = lo
-    for n, (s, e) in enumerate(_occurrences(low, tokens, lo, hi)):
-        if n >= _MAX_CANDIDATES:
-            return spans + _regex_words(body, tokens, max(s, end), hi)
-        if s >= end and (s == 0 or not body[s - 1].isalnum()) and (e == len(body) or not body[e].isalnum()):
-            spans.append((s, e))
-            end = e
-    return spans
-
-
-def _regex_words(body: str, tokens: frozenset[str], lo: int, hi: int) -> list[tuple[int, int]]:
-    """`_whole_words` by the regex: words of the whole text (none cut at `hi`)."""
-    out = []
-    for m in _match_pattern(tokens).finditer(body, lo):
-        if m.end() > hi:
-            break
-        out.append(m.span())
-    return out
-
-
-@lru_cache(maxsize=128)
-def _match_pattern(tokens: frozenset[str]) -> re.Pattern[str]:
-    alts = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
-    # Word boundaries as the analyzer sees them: letters and digits only.
-    return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])", re.IGNORECASE)
-
-
-@lru_cache(maxsize=128)
-def _loose_pattern(prefixes: frozenset[str]) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(p) for p in sorted(prefixes, key=len, reverse=True)), re.IGNORECASE)
-
-
-def _window(text: TantivyText, body: str, tokens: frozenset[str]) -> str | None:
-    """The snippet window around the first match in `body`, matches marked;
-    None when nothing in `body` matches."""
-    low = _lower(body)
-    first = next(iter(_whole_words(body, low, tokens, 0, len(body))), None) if tokens else None
-    if first:
-        lo = max(0, first[0] - SNIPPET_WINDOW // 4)
-        hi = min(len(body), lo + SNIPPET_WINDOW)
-        return _marked(body, lo, hi, _whole_words(body, low, tokens, lo, hi))
-    if body.isascii():
-        return None
-    # Folded forms (`Café` for `cafe`) need the analyzer itself (bounded text).
-    spans = [
-        (t.char_offset_from, t.char_offset_to) for t in text.analyzer.pre_tokenize(body).tokens if t.text in tokens
-    ]
-    if not spans:
-        return None
-    lo = max(0, spans[0][0] - SNIPPET_WINDOW // 4)
-    hi = min(len(body), lo + SNIPPET_WINDOW)
-    return _marked(body, lo, hi, spans)
-
-
-def _marked(body: str, lo: int, hi: int, spans: list[tuple[int, int]]) -> str:
-    out, pos = ["…" if lo else ""], lo
-    for s, e in spans:
-        if s < pos or e > hi:
-            continue
-        out += [body[pos:s], MARK_OPEN, body[s:e], MARK_CLOSE]
-        pos = e
-    out += [body[pos:hi], "…" if hi < len(body) else ""]
-    return "".join(out)
-
-
-class _Marks:
-    """Where a tier's query words occur in evidence text: as written (the
-    exact tier) or, below it, also by English stem and camelCase part."""
-
-    def __init__(self, text: TantivyText, terms: list[Term], forms: bool) -> None:
-        self.text = text
-        self.tokens = frozenset(tok for t in terms for tok in text.tokens(t.text))
-        self.forms = {tok for t in terms for tok in forms_tokens(text, t)} if forms else set()
-        # Stems lose a letter or two (retry -> retri): look for their prefixes, then verify.
-        self.prefixes = frozenset(self.tokens | {f[: max(3, len(f) - 1)] for f in self.forms})
-        self.loose = bool(self.prefixes) and forms
-
-    def _word_spans(self, body: str, start: int, end: int) -> list[tuple[int, int]]:
-        word = body[start:end]
-        if word.lower() in self.tokens or any(t in self.forms for t in self.text.forms_analyzer.analyze(word)):
-            return [(start, end)]
-        spans, pos = [], start
-        for part in split_segment(word):
-            if any(t in self.forms for t in self.text.forms_analyzer.analyze(part)):
-                spans.append((pos, pos + len(part)))
-            pos += len(part)
-        return spans
-
-    def loose_window(self, body: str) -> str | None:
-        """The window around the first word matching by form, marked."""
-        low = _lower(body)
-        if low is not None:
-            candidates = _occurrences(low, self.prefixes, 0, len(body))
-        else:  # lower-casing moved offsets (rare): `re` finds the candidates
-            candidates = (m.span() for m in _loose_pattern(self.prefixes).finditer(body))
-        spans: list[tuple[int, int]] = []
-        lo, hi, pos = 0, len(body), 0
-        for n, (s, e) in enumerate(candidates):
-            if s >= hi or n >= _MAX_CANDIDATES:
-                break
-            if s < pos:
-                continue  # inside a word already looked at
-            start, end = _word_around(body, s, e)
-            found = self._word_spans(body, start, end)
-            if found and not spans:
-                lo = max(0, found[0][0] - SNIPPET_WINDOW // 4)
-                hi = min(len(body), lo + SNIPPET_WINDOW)
-            spans += [sp for sp in found if sp[1] <= hi]
-            pos = end
-        if not spans:
-            return None
-        return _marked(body, lo, hi, spans)
-
-    def window(self, body: str) -> str | None:
-        if self.loose:
-            return self.loose_window(body)
-        return _window(self.text, body, self.tokens)
-
-
-def _word_around(body: str, start: int, end: int) -> tuple[int, int]:
-    """The word (letters and digits, at most 64 more on each side) around body[start:end]."""
-    lo, stop = start, max(0, start - 64)
-    while lo > stop and body[lo - 1].isalnum():
-        lo -= 1
-    hi, stop = end, min(len(body), end + 64)
-    while hi < stop and body[hi].isalnum():
-        hi += 1
-    return lo, hi
-
-
-def _snippet(marks: _Marks, frag: Fragment | None) -> str:
-    if frag is None:
-        return ""
-    for body in (frag.text, frag.tail, frag.meta):
-        if body:
-            window = marks.window(body)
-            if window is not None:
-                return window
-    return _marked(frag.text, 0, min(len(frag.text), SNIPPET_WINDOW), [])
-
-
 @dataclass
 class _Tier:
     """One tier's events (best first) and how to label and count them."""
@@ -360,9 +175,7 @@ def _tiers(
         _run(conn, text, request, out[-1], seen, need, deadline)
     options, fixed = fixed.options, Repairs(terms, [], fixed.unmatched)
     for terms_k, replaced_k in options:  # the next repair only when one finds nothing
-        out.append(_Tier("repaired", functools.partial(word_query, text), terms_k))
-        _run(conn, text, request, out[-1], seen, need, deadline)
-        if out[-1].events:
+        if _repaired(conn, text, request, terms_k, out, seen, need, deadline):
             # Reported only with hits the caller may see: a repair never
             # names a word that only sessions hidden from the caller hold.
             fixed = Repairs(terms_k, replaced_k, [], options)
@@ -391,6 +204,31 @@ def _tiers(
         if plan.min_match <= len(live) and len(seen) < need:
             _add_spread(conn, text, request, out[-1], [(plan.terms[i], weights[i]) for i in live], seen, need - before)
     return out, fixed
+
+
+def _repaired(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    terms: list[Term],
+    out: list[_Tier],
+    seen: list[int],
+    need: int,
+    deadline: float | None,
+) -> bool:
+    """One repaired spelling, both searches labelled repaired: its words as
+    written (the exact tier's clauses), then, while the page is short, by
+    their forms (as the forms tier). The first is a conjunction of single
+    terms that Tantivy seeks through; the forms' unions of dense postings
+    (a common word's exact and `forms` terms) cost 2-4x as much, and the
+    page is nearly always full without them. True when either found an event."""
+    mine = [_Tier("repaired", text.term_query, terms)]
+    _run(conn, text, request, mine[0], seen, need, deadline)
+    if len(seen) < need and not all(t.phrase for t in terms):
+        mine.append(_Tier("repaired", functools.partial(word_query, text), terms))
+        _run(conn, text, request, mine[1], seen, need, deadline)
+    out += mine
+    return any(t.events for t in mine)
 
 
 def _add_spread(
@@ -469,14 +307,14 @@ def ranked_page(
             several = [e for e in ids if e not in events or len(events[e].fragments) > 1]
             counts = _matched_counts(text, request, tier, several)
         held |= functools.reduce(operator.or_, masks.values(), 0)
-        marks = _Marks(text, tier.terms, forms=tier.name != "exact")
+        marks = Marks(text, tier.terms, forms=tier.name != "exact")
         for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):
             event = events.get(ev[2].event_rowid) if i in chosen else None
             if event is None:
                 rows.append(row)
                 continue
             frag = next((f for f in event.fragments if f.fragment_id == ev[1]), None)
-            snippets[row.frag_rowid] = _snippet(marks, frag)
+            snippets[row.frag_rowid] = snippet(marks, frag)
             matched, missing = _labels(tier, terms, fixed, masks.get(ev[2].event_rowid, 0))
             rows.append(row._replace(words=matched, missing=missing))
     return rows, snippets, _reported(fixed, tiers[-1], held)
