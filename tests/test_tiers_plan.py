@@ -91,6 +91,20 @@ def test_ascii_kinds_fast_path_is_the_definition(text):
     assert text.translate(_ASCII_KINDS) == "".join(map(_kind, text))
 
 
+@given(st.text(st.sampled_from("aBz0Z9_-é"), max_size=40) | st.text(st.characters(max_codepoint=127), max_size=70))
+def test_ascii_case_parts_are_the_definition(word):
+    """case_parts splits an ASCII word with one regex on its characters; the
+    parts are those of the definition (`_split`, on the characters' kinds)."""
+    from piwatchd.text.identifiers import MAX_NAME_BYTES, _split
+
+    if word.islower() or word.isupper() or len(word.encode()) > MAX_NAME_BYTES:
+        want: tuple[str, ...] = ()
+    else:
+        parts = _split(word)
+        want = parts if len(parts) > 1 else ()
+    assert case_parts(word) == want
+
+
 @given(st.text(max_size=200))
 def test_splitting_never_fails_and_keeps_letters(text):
     for part in case_parts(text):
