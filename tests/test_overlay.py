@@ -185,3 +185,32 @@ def test_word_analyses_are_remembered_until_the_disk_commit(text):
     assert word_weights(text, [Term("walrus", False)], 2) == first  # the disk's generation is unchanged
     text.commit()
     assert word_weights(text, [Term("walrus", False)], 2) != first  # rarer no more
+
+
+def test_the_placeholder_that_warms_the_next_segment_is_never_searchable(text):
+    """After each RAM commit the overlay hands its writer a placeholder document
+    (the next segment is set up while nothing waits); every commit deletes it first."""
+    import tantivy
+
+    ov = text.overlay
+    assert ov is not None
+    warm = tantivy.Query.term_query(text.schema, "event", overlay_mod.WARM)
+    everything = tantivy.Query.all_query()
+    for round_ in range(3):
+        for i in range(3):
+            n = round_ * 10 + i + 1
+            text.add([doc(n, n, "walrus")])
+            assert text.publish()
+            searcher = ov.view.ram
+            assert searcher is not None
+            assert searcher.search(warm, 10).count == 0
+            assert searcher.search(everything, 100).count == searcher.num_docs == i + 1
+            assert ov._warm  # handed over for the next append
+        text.delete_events([round_ * 10 + 1])
+        assert text.publish()
+        assert ov.view.ram is not None and ov.view.ram.search(everything, 100).count == 2
+        text.commit()  # the disk holds everything: the overlay empties, placeholder and all
+        ov.index.reload()
+        assert ov.index.searcher().search(everything, 100).count == 0
+        assert ov._warm
+    assert frags(text, "walrus") == sorted(r * 10 + i for r in range(3) for i in (2, 3))

@@ -198,7 +198,7 @@ class TextFeed:
         assert overlay is not None
         if not self._owed and not self.text.dirty:
             if idle and not overlay.pending:
-                overlay.live = True  # the disk holds everything: mirror from now on
+                overlay.resume()  # the disk holds everything: mirror from now on
             return False
         now = time.monotonic()
         if not idle:
