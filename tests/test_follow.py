@@ -363,6 +363,31 @@ def test_could_match(query_words, present, could):
     assert could_match(query_words, present) is could
 
 
+def test_a_follows_query_is_analyzed_once_for_every_round(monkeypatch):
+    """The words of a follow's query are kept between rounds (one analysis per query,
+    not per round and follow); the cache is bounded and starts again when full."""
+    from piwatchd.serve.ops import follow as ops_follow
+
+    analyzed: list[str] = []
+
+    def words_of(text: str) -> list[str]:
+        analyzed.append(text)
+        return text.lower().split()
+
+    keep = ops_follow.QueryWords("tantivy")
+    present = frozenset({"kraken", "answer"})
+    for _ in range(3):  # three rounds, each with its own NewWords
+        new = ops_follow.NewWords(None, words_of, keep)  # type: ignore[arg-type]
+        monkeypatch.setattr(new, "_words", lambda events: present)
+        assert not new.rules_out(wire.FollowArgs(query="Kraken"), [1])
+        assert new.rules_out(wire.FollowArgs(query="kraken zebra"), [1])
+        assert not new.rules_out(wire.FollowArgs(query="kraken zebra", exact=False), [1])  # forms: never ruled out
+    assert sorted(analyzed) == ["Kraken", "kraken", "zebra"]
+    monkeypatch.setattr(ops_follow, "QUERY_WORDS_MAX", 2)
+    keep.remember("third", [["third"]])
+    assert list(keep) == ["third"]
+
+
 def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
     """A round searches only follows whose words are among the new events'; the hits are
     those of searching every follow. And a follow of words only in a tool result's meta

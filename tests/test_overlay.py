@@ -214,3 +214,40 @@ def test_the_placeholder_that_warms_the_next_segment_is_never_searchable(text):
         assert ov.index.searcher().search(everything, 100).count == 0
         assert ov._warm
     assert frags(text, "walrus") == sorted(r * 10 + i for r in range(3) for i in (2, 3))
+
+
+def test_a_search_within_events_the_overlay_holds_skips_the_disk_and_finds_the_same(text, monkeypatch):
+    """A follow's search is limited to the newly committed events: when the overlay
+    holds every one of them, only the overlay is searched, and the hits are those
+    of searching both (an older form of a re-fed event is masked on disk anyway)."""
+    from piwatchd.text.tantivy import index as index_mod
+
+    text.add([doc(1, 1, "walrus old"), doc(2, 2, "walrus disk only")])
+    text.commit()
+    text.delete_events([1])
+    text.add([doc(3, 1, "walrus new"), doc(4, 3, "walrus fresh"), doc(5, 3, "walrus again")])
+    assert text.publish()
+    searched: list[int] = []
+    real_top = index_mod._top
+
+    def counting(searcher, query, k):
+        searched.append(searcher.num_docs)
+        return real_top(searcher, query, k)
+
+    monkeypatch.setattr(index_mod, "_top", counting)
+
+    def hits(events: tuple[int, ...], within: tuple[int, ...]) -> list[int]:
+        searched.clear()
+        filters = SearchFilters(event_rowids=events)
+        return sorted(f for _, f, _, _ in text.top(text.query([Term("walrus", False)], filters), 100, within))
+
+    for events in [(1,), (3,), (1, 3)]:  # all in the overlay: one search, the same hits
+        full = hits(events, ())
+        assert len(searched) == 2
+        assert hits(events, events) == full
+        assert len(searched) == 1
+    assert hits((1,), (1,)) == [3] and hits((3,), (3,)) == [4, 5]
+    assert hits((1, 2), (1, 2)) == hits((1, 2), ()) == [2, 3]  # event 2 is on disk only: both searched
+    assert len(searched) == 2
+    text.commit()  # the overlay empties: the disk answers
+    assert hits((1, 3), (1, 3)) == [3, 4, 5]

@@ -31,7 +31,7 @@ from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
 from ..text.engine import engine_of
 from .auth import CallerScope, ScopeError, is_under, resolve_scope
-from .ops.follow import NewWords, events_after, follow_hits, newest_event
+from .ops.follow import NewWords, QueryWords, events_after, follow_hits, newest_event
 from .ops.read import read
 from .ops.reindex import reindex
 from .ops.request import OpRequest, Slot, file_progress, no_slot
@@ -110,6 +110,7 @@ class Api:
         self.request_budget = request_budget
         # The socket server answers the connection ops (follow, unfollow) beside this api.
         self.streams = streams
+        self._follow_words = QueryWords()  # the follows' query words, analyzed once for every round
 
     # -- the operations: one line each, the op's module does the work ----------------------
 
@@ -153,7 +154,9 @@ class Api:
         A follow whose words are not among the new events' is not searched."""
         conn = self._conn()
         engine = engine_of(conn)
-        new_words = NewWords(conn, lambda text: engine.words(conn, text))
+        if self._follow_words.engine != engine.name:
+            self._follow_words = QueryWords(engine.name)
+        new_words = NewWords(conn, lambda text: engine.words(conn, text), self._follow_words)
         seen: dict[CallerScope, Visibility] = {}
         out: list[list[wire.Hit] | ProtocolError] = []
         for args, scope, events in asks:

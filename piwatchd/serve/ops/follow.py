@@ -26,10 +26,14 @@ from ...text.query import QueryError, parse_query
 from .request import OpRequest
 from .search import search
 
-__all__ = ["NewWords", "could_match", "events_after", "follow_hits", "newest_event"]
+__all__ = ["NewWords", "QueryWords", "QUERY_WORDS_MAX", "could_match", "events_after", "follow_hits", "newest_event"]
 
 # text -> the index's words of it (the text engine's analysis); None: the engine does not say.
 WordsOf = Callable[[str], "list[str] | None"]
+# Distinct follow queries whose words are kept between rounds (the hub's follows are bounded
+# by connections x MAX_FOLLOWS_PER_CONNECTION; past this the cache starts again).
+QUERY_WORDS_MAX = 4096
+_UNKNOWN = object()
 
 
 def could_match(query_words: Iterable[Iterable[str]], present: Set[str]) -> bool:
@@ -38,16 +42,32 @@ def could_match(query_words: Iterable[Iterable[str]], present: Set[str]) -> bool
     return all(word in present for words in query_words for word in words)
 
 
+class QueryWords(dict[str, "list[list[str]] | None"]):
+    """Follow queries -> their words (None: unknown), kept across rounds for one
+    engine's analysis; at most QUERY_WORDS_MAX queries (then it starts again)."""
+
+    def __init__(self, engine: str = "") -> None:
+        super().__init__()
+        self.engine = engine
+
+    def remember(self, query: str, words: list[list[str]] | None) -> None:
+        if len(self) >= QUERY_WORDS_MAX:
+            self.clear()
+        self[query] = words
+
+
 class NewWords:
     """The words of a round's new events, projected and analyzed once for all
     its follows. Rules a follow out only when that is certain: an exact
     follow, an engine that says its words, every event's text projected."""
 
-    def __init__(self, conn: sqlite3.Connection, words_of: WordsOf) -> None:
+    def __init__(self, conn: sqlite3.Connection, words_of: WordsOf, queries: QueryWords | None = None) -> None:
         self.conn = conn
         self.words_of = words_of
         self._present: dict[tuple[int, ...], frozenset[str] | None] = {}
-        self._query_words: dict[str, list[list[str]] | None] = {}
+        # A follow's query is the same every round: its words are analyzed once
+        # for all rounds when the caller keeps them (`QueryWords`).
+        self._query_words = queries if queries is not None else QueryWords()
 
     def rules_out(self, args: wire.FollowArgs, events: list[int]) -> bool:
         if not args.exact:
@@ -60,13 +80,17 @@ class NewWords:
         return present is not None and query_words is not None and not could_match(query_words, present)
 
     def _query(self, query: str) -> list[list[str]] | None:
-        if query not in self._query_words:
-            try:
-                analyzed = [self.words_of(term.text) for term in parse_query(query)]
-            except QueryError:
-                analyzed = [None]  # its search says what is wrong
-            self._query_words[query] = None if None in analyzed else [w or [] for w in analyzed]
-        return self._query_words[query]
+        # One lookup (a new follow's validation, on its connection's thread, may clear the cache).
+        known = self._query_words.get(query, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        try:
+            analyzed = [self.words_of(term.text) for term in parse_query(query)]
+        except QueryError:
+            analyzed = [None]  # its search says what is wrong
+        words = None if None in analyzed else [w or [] for w in analyzed]
+        self._query_words.remember(query, words)
+        return words
 
     def _words(self, events: list[int]) -> frozenset[str] | None:
         rows = project_rows(self.conn, events)

@@ -20,7 +20,7 @@ import contextlib
 import shutil
 import sqlite3
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -161,7 +161,7 @@ class TantivyText:
             line = orjson.dumps(d).decode()
             self._writer.add_json(line)
             if self.overlay is not None:
-                self.overlay.add(line, doc.facts.session_id)
+                self.overlay.add(line, doc.facts.session_id, doc.facts.event_rowid)
             n += 1
         self._dirty = self._dirty or n > 0
         return n
@@ -333,10 +333,14 @@ class TantivyText:
     def _view(self) -> View:
         return self.overlay.view if self.overlay is not None else _NO_OVERLAY
 
-    def top(self, query: Query, k: int) -> list[tuple[float, int, int, int]]:
+    def top(self, query: Query, k: int, within: Collection[int] = ()) -> list[tuple[float, int, int, int]]:
         """The k best documents as (score, fragment rowid, event rowid, text
-        length): of the on-disk index and the overlay, one per fragment."""
+        length): of the on-disk index and the overlay, one per fragment.
+        `within`: the events `query` is limited to, if it is; when the overlay
+        holds all of them (a follow's new events), the disk is not searched."""
         view = self._view()  # one snapshot: the overlay may be swapped meanwhile
+        if within and view.ram is not None and view.events.issuperset(within):
+            return _top(view.ram, query, k)
         disk = _top(self.index.searcher(), masked(self.schema, query, view), k)
         if view.ram is None:
             return disk

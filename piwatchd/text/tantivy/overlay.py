@@ -66,6 +66,9 @@ class View:
     masked_sessions: tuple[str, ...] = ()
     # Sessions owed to the disk (`text_debt`) whose every pending change is searchable here.
     sessions: frozenset[str] = field(default_factory=frozenset)
+    # Events (rowids) whose documents were all added here: the disk has nothing of them
+    # that a search may show (a new event; an older form of a re-fed one is masked there).
+    events: frozenset[int] = field(default_factory=frozenset)
 
 
 def masked(schema: tantivy.Schema, query: Query, view: View) -> Query:
@@ -96,10 +99,11 @@ class Overlay:
         self._events: set[str] = set()
         self._sessions: set[str] = set()
         self._touched: set[str] = set()
+        self._added: set[int] = set()  # events whose documents were added (a transaction adds all of an event's)
 
     # -- mirrored changes --------------------------------------------------------
 
-    def add(self, doc: str, session_id: str) -> None:
+    def add(self, doc: str, session_id: str, event_rowid: int) -> None:
         if not self.live:
             return
         if self._docs >= OVERLAY_MAX_DOCS:
@@ -108,6 +112,7 @@ class Overlay:
         self._writer.add_json(doc)
         self._docs += 1
         self._touched.add(session_id)
+        self._added.add(event_rowid)
         self._dirty = True
 
     def delete_session(self, session_id: str) -> None:
@@ -164,15 +169,19 @@ class Overlay:
         self.index.reload()
         self._dirty = False
         self.view = View(
-            self.index.searcher(), tuple(sorted(self._events)), tuple(sorted(self._sessions)), frozenset(self._touched)
+            self.index.searcher(),
+            tuple(sorted(self._events)),
+            tuple(sorted(self._sessions)),
+            frozenset(self._touched),
+            frozenset(self._added),
         )
         return True
 
     def stop(self) -> None:
         """Stop mirroring until the next disk commit. What was published stays
-        searchable, but no session counts as wholly searchable here any more."""
+        searchable, but no session (nor event) counts as wholly searchable here any more."""
         self.live = False
-        self.view = replace(self.view, sessions=frozenset())
+        self.view = replace(self.view, sessions=frozenset(), events=frozenset())
 
     def disk_committed(self, *, idle: bool) -> None:
         """The disk holds everything now: empty the overlay (the on-disk
@@ -192,7 +201,7 @@ class Overlay:
         else:
             self._warm_up()
         self._docs, self._dirty = 0, False
-        self._events, self._sessions, self._touched = set(), set(), set()
+        self._events, self._sessions, self._touched, self._added = set(), set(), set(), set()
 
     def release(self) -> None:
         """The debt rows of the disk commit are gone: the sessions need no overlay."""

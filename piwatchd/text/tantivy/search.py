@@ -66,7 +66,7 @@ def _ranked(
     while True:
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
-        top = text.top(query, k)
+        top = text.top(query, k, request.filters.event_rowids)
         events = [(score[0], fid, row) for score, fid, row in _events_of(conn, request, top, need)]
         if len(top) < k:
             return events[:need], Counter(event for _, _, event, _ in top)
