@@ -59,18 +59,66 @@ def test_backlog_unread_bytes_are_owed_until_read_or_drained():
     backlog = Backlog()
     backlog.add("a", 1.0, unread=100)
     backlog.add("b", 2.0, unread=50)
-    backlog.read(120)
-    assert backlog.unread_bytes == 30
-    backlog.read(1000)
-    assert backlog.unread_bytes == 0  # never negative
     backlog.add("c", 3.0, unread=70)
     backlog.remove("a")
-    assert backlog.unread_bytes == 70
+    backlog.read("a", 30)  # a file read in full is no longer queued: it owes nothing more
+    assert backlog.unread_bytes == 120
+    backlog.remove("b")
+    backlog.add("b", 2.0)  # a large file's rest waits its turn: it keeps owing what was not read
+    backlog.read("b", 20)
+    assert backlog.unread_bytes == 100
+    backlog.read("hinted", 1000)  # a file the scans never queued owes nothing
+    assert backlog.unread_bytes == 100
     drain(backlog)
     assert backlog.unread_bytes == 0  # an empty backlog owes nothing
     backlog.add("d", 1.0, unread=5)
     backlog.clear()
     assert not backlog and backlog.unread_bytes == 0
+
+
+def test_backlog_requeued_by_a_scan_counts_its_bytes_once():
+    # A periodic scan during a long catch-up re-queues every file still behind:
+    # each path's owed bytes are replaced, not added (status said 13.7 GB of a 10 GB history).
+    backlog = Backlog()
+    for _scan in range(3):
+        for i in range(100):
+            backlog.add(f"f{i}", float(i), unread=1000)
+    assert backlog.unread_bytes == 100 * 1000
+    assert len(backlog._heap) <= 2 * len(backlog) + 1024  # stale re-queues do not pile up
+
+
+_PATHS = st.sampled_from(["a", "b", "c", "d"])
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), _PATHS, st.floats(0, 9), st.one_of(st.none(), st.integers(0, 500))),
+        st.tuples(st.just("ingest"), _PATHS, st.integers(0, 600), st.booleans()),
+    ),
+    max_size=60,
+)
+
+
+@given(_OPS)
+def test_backlog_owed_bytes_follow_a_per_path_model(ops):
+    """Owed bytes are per path: the latest scan's count, less what was read
+    while the path stayed queued; a path read and not re-queued owes nothing."""
+    backlog, owed = Backlog(), {}
+    for op in ops:
+        if op[0] == "add":
+            _, path, mtime, unread = op
+            backlog.add(path, mtime, unread)
+            if unread is not None:
+                owed[path] = unread
+        else:
+            _, path, nbytes, more = op
+            backlog.remove(path)
+            if not backlog:
+                owed.clear()
+            if more:
+                backlog.add(path, 5.0)
+            backlog.read(path, nbytes)
+            if path in owed:
+                owed[path] = max(0, owed[path] - nbytes) if more else 0
+        assert backlog.unread_bytes == sum(owed.values()) >= 0
 
 
 # (event, path, time) -> (due at that time, next retry time)

@@ -393,7 +393,7 @@ class Service:
         count_file(self.progress, outcome)
         self._rate.add(self._clock(), self.progress.bytes_ingested or 0)
         # What the scan queued, less what is done: the time left of a catch-up is this over the rate.
-        self._backlog.read(outcome.bytes_read)
+        self._backlog.read(path, outcome.bytes_read)
         if outcome.error:
             self._file_error(path, outcome.error)
             log.info("%s: %s (%s)", outcome.state, path, outcome.error)
