@@ -72,8 +72,9 @@ RG = shutil.which("rg", path=str(BIN)) or shutil.which("rg") or "rg"
 def fingerprint(sessions: Path, engine: str) -> str:
     """Identity of the corpus files, index schema and engine: any change means the cached index is stale."""
     from piwatchd.store.schema import SCHEMA_VERSION
+    from piwatchd.text.tantivy.index import TEXT_LAYOUT
 
-    h = hashlib.sha256(f"schema {SCHEMA_VERSION} {engine}\n".encode())
+    h = hashlib.sha256(f"schema {SCHEMA_VERSION} text {TEXT_LAYOUT} {engine}\n".encode())
     for p in sorted(sessions.rglob("*.jsonl")):
         st = p.stat()
         h.update(f"{p.relative_to(sessions)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

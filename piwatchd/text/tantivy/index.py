@@ -30,7 +30,7 @@ import tantivy
 from tantivy import Occur, Query, SchemaBuilder
 
 from ..query import SearchFilters, Term
-from .doc import Clause, TextDoc, doc_json, event_fields, filter_clauses
+from .doc import FACETS, KEY_FIELDS, Clause, TextDoc, doc_json, event_fields, field_term, filter_clauses
 from .forms import Forms, analyzer
 from .overlay import Overlay, View, masked
 
@@ -48,29 +48,12 @@ __all__ = [
 ]
 
 # Bumped when the document layout changes: a mismatch rebuilds the text index.
-TEXT_LAYOUT = 5
+TEXT_LAYOUT = 6
 _ANALYZER = "folded"
 # Word forms: the text's words English-stemmed, plus the case parts of its
 # camelCase words; searched by the forms tier only (no positions: no phrase
 # ever runs on it, and positions would double its size).
 _FORMS = FORMS_FIELD = "forms"
-_RAW_FIELDS = (
-    "event",
-    "session",
-    "type",
-    "kind",
-    "role",
-    "tool",
-    "error",
-    "branch",
-    "selection",
-    "own",
-    "cwd",
-    "cwd_up",
-    "root_up",
-    "file_read",
-    "file_changed",
-)
 # Meta words (tool name, error, custom type) count less than the text itself, as in FTS5.
 META_WEIGHT = 0.25
 # Words' analyses remembered per searcher generation (`TantivyText.memo`).
@@ -98,7 +81,7 @@ def _schema() -> tantivy.Schema:
     for name in ("text", "meta"):
         b.add_text_field(name, stored=False, tokenizer_name=_ANALYZER, index_option="position")
     b.add_text_field(_FORMS, stored=False, tokenizer_name=_FORMS, index_option="freq")
-    for name in _RAW_FIELDS:
+    for name in (*KEY_FIELDS, FACETS):
         b.add_text_field(name, stored=False, tokenizer_name="raw", index_option="basic")
     b.add_unsigned_field("frag", stored=False, indexed=False, fast=True)
     b.add_unsigned_field("event_n", stored=False, indexed=False, fast=True)
@@ -255,7 +238,7 @@ class TantivyText:
     def _clause_query(self, clause: Clause) -> Query:
         parts: list[tuple[Occur, Query]] = []
         if clause.terms:
-            alts = [Query.term_query(self.schema, f, v) for f, v in clause.terms]
+            alts = [Query.term_query(self.schema, *field_term(f, v)) for f, v in clause.terms]
             parts.append(
                 (Occur.Must, alts[0] if len(alts) == 1 else Query.boolean_query([(Occur.Should, q) for q in alts]))
             )
