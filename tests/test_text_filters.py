@@ -37,8 +37,10 @@ def _hits(text: TantivyText, filters: SearchFilters) -> set[int]:
     return {f for _, f, _, _ in text.top(text.query([Term("needle", False)], filters), 100)}
 
 
-# Values built from the characters that could confuse `name:value` terms.
-_VALUES = st.text(alphabet=st.sampled_from("ab:/-_ é"), min_size=1, max_size=8)
+# Normalized paths (as the read model records a cwd) whose components hold the
+# characters that could confuse `name:value` terms; tool names likewise.
+_PART = st.text(alphabet=st.sampled_from("ab:-_ é"), min_size=1, max_size=4)
+_VALUES = st.builds(lambda parts: "/".join(parts), st.lists(_PART, min_size=1, max_size=3))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
