@@ -29,7 +29,7 @@ from pathlib import Path
 from piwatch.client import Client, PiwatchError
 from piwatch.protocol import PROTOCOL_VERSION, recv_frame, send_frame
 
-from bench.ingest import OUT, corpus, parse_bytes
+from bench.ingest import OUT, corpus, parse_bytes, python_speed_ms
 from bench.search import ALL, Daemon, build_queries, indexed_daemon, run_searches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -215,7 +215,8 @@ def _markdown(r: dict, command: str) -> str:
     lines = [
         f"# Standing queries (`follow`) on {r['corpus']['files']} files, {r['corpus']['bytes'] / 1e6:.0f} MB",
         "",
-        f"`{command}`; load average at the end {r['loadAverage']} (2 CPUs, shared with other work).",
+        f"`{command}`; load average at the end {r['loadAverage']} (2 CPUs, shared with other work); "
+        f"Python speed {r.get('pythonSpeedMs')} ms (`sum(range(10**6))`, lower is faster).",
         "",
         "| each append (same appends) | n | p50 ms | p99 ms | max ms |",
         "|---|---|---|---|---|",
@@ -267,6 +268,7 @@ def run(ns: argparse.Namespace) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     report["corpus"] = {"files": m["fileCount"], "bytes": m["totalBytes"]}
     report["loadAverage"] = [round(x, 2) for x in os.getloadavg()]
+    report["pythonSpeedMs"] = python_speed_ms()
     name = f"follow-{ns.bytes}-{ns.shape}"
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(report, indent=2))

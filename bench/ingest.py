@@ -52,6 +52,16 @@ CACHE = REPO / "bench" / "cache"
 sys.path.insert(0, str(REPO / "tests" / "pi"))
 
 
+def python_speed_ms() -> float:
+    """This machine's single-thread Python speed now: the best of 5 timings of
+    `sum(range(10**6))`, in ms. The shared 2-core machine's speed varies from
+    day to day (36-53 ms measured): reports carry it, so runs of different
+    days compare by it, not by their wall-clock figures alone."""
+    import timeit
+
+    return round(min(timeit.repeat("sum(range(10**6))", number=5, repeat=5)) / 5 * 1000, 1)
+
+
 def parse_bytes(text: str) -> int:
     text = text.strip()
     mult = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}.get(text[-1], 1)
@@ -419,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         "settle": ns.settle,
         "maxLatency": ns.max_latency,
         "cpus": os.cpu_count(),
+        "pythonSpeedMs": python_speed_ms(),
         "engine": ns.engine,
         "shape": ns.shape,
     }
@@ -497,7 +508,8 @@ def markdown(r: dict, command: str) -> str:
     lines = [
         f"# piwatchd ingest benchmark — engine {r['engine']}, corpus shape {r['shape']}",
         "",
-        f"`{command}` — {r['cpus']} CPUs, settle {r['settle']} s, max latency {r['maxLatency']} s",
+        f"`{command}` — {r['cpus']} CPUs, settle {r['settle']} s, max latency {r['maxLatency']} s, "
+        f"Python speed {r.get('pythonSpeedMs')} ms (`sum(range(10**6))`, lower is faster)",
         "",
         f"Corpus (real Pi {c['piVersion']} writer): {c['files']} files, {c['bytes'] / 1e6:.1f} MB, {c['entries']} entries",
         "",

@@ -55,7 +55,7 @@ from pathlib import Path
 import psutil
 from piwatch.client import Client, PiwatchError
 
-from bench.ingest import BIN, OUT, REPO, corpus, parse_bytes, pct
+from bench.ingest import BIN, OUT, REPO, corpus, parse_bytes, pct, python_speed_ms
 from piwatchd.text.identifiers import identifier_parts
 
 ALL = {"all": True}
@@ -602,7 +602,8 @@ def markdown(r: dict, command: str) -> str:
         "",
         "CPU used by other processes on the machine meanwhile (% of one CPU): "
         + ", ".join(f"{k} {v}" for k, v in r["otherProcessesCpuPercent"].items())
-        + f"; load average at the end {r['loadAverageAtEnd']}",
+        + f"; load average at the end {r['loadAverageAtEnd']}"
+        + f"; Python speed {r.get('pythonSpeedMs')} ms (`sum(range(10**6))`, lower is faster)",
         "",
         "## Search (limit 20)",
         "",
@@ -772,6 +773,7 @@ def measure(d: Daemon, cdir: Path, m: dict, info: dict, ns: argparse.Namespace) 
     res["rssPeakConcurrentMB"] = rss.peak
     report["otherProcessesCpuPercent"]["concurrency"] = foreign.percent
     report["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
+    report["pythonSpeedMs"] = python_speed_ms()
     time.sleep(2)
     res["rssIdleAfterLoadMB"] = d.rss_mb()
     res["rssSplitAfterLoadMB"] = d.rss_split_mb()

@@ -227,7 +227,7 @@ def _stages(splits: list[list[float]]) -> dict[str, dict]:
 
 def _cached(ns: argparse.Namespace) -> int:
     """Keystrokes on bench/search.py's cached corpus and index; writes bench/out/tui-*."""
-    from bench.ingest import OUT, corpus, parse_bytes
+    from bench.ingest import OUT, corpus, parse_bytes, python_speed_ms
     from bench.search import indexed_daemon
 
     cdir, m = corpus(parse_bytes(ns.bytes), ns.seed, ns.shape)
@@ -266,6 +266,7 @@ def _cached(ns: argparse.Namespace) -> int:
         "textualMaxFps": constants.MAX_FPS,
         "backendSearchOnly": direct,
         "loadAverage": [round(x, 2) for x in os.getloadavg()],
+        "pythonSpeedMs": python_speed_ms(),
         "goal": {"p50ms": 30, "p99ms": 100},
     }
     name = f"tui-{ns.bytes}-{ns.shape}"
@@ -275,7 +276,8 @@ def _cached(ns: argparse.Namespace) -> int:
         f"# `piwatch tui`: keystroke to painted results, {m['fileCount']} files, {m['totalBytes'] / 1e6:.0f} MB",
         "",
         f"`python -m bench.tui --bytes {ns.bytes} --shape {ns.shape} --words {ns.words} --pause {ns.pause}`; "
-        f"load average at the end {report['loadAverage']} (2 CPUs, shared).",
+        f"load average at the end {report['loadAverage']} (2 CPUs, shared); "
+        f"Python speed {report['pythonSpeedMs']} ms (`sum(range(10**6))`, lower is faster).",
         "",
         f"- key event (through the driver, as a terminal's) to the frame that paints its answer: {_line(keys)} "
         "(goal p50 <= 30, p99 <= 100)",
