@@ -19,18 +19,16 @@ import argparse
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from piwatch import Client
 
-from bench.ingest import corpus, parse_bytes, pct, pi_message
+from bench.ingest import corpus, parse_bytes, pct, timed_appends
 
 # Boots piwatchd with each stage's wall-clock time written to $TRACE_LOG.
 _BOOT = """
@@ -90,32 +88,6 @@ class Tree:
             time.sleep(0.5)
 
 
-def appends(tree: Tree, sock: str, n: int, rng: random.Random) -> list[tuple[float, float, str]]:
-    """(written, found, path) of `n` appends, each polled by a search until found."""
-    conn = sqlite3.connect(f"file:{tree.db}?mode=ro", uri=True)
-    leaf = dict(conn.execute("SELECT session_id, leaf_id FROM sessions"))
-    conn.close()
-    targets = [f for f in tree.files if f["sessionId"] in leaf]
-    out = []
-    with Client(sock, caller={"all": True}, timeout=60) as client:
-        for i in range(n):
-            f = rng.choice(targets)
-            eid = uuid.uuid4().hex[:8]
-            data = pi_message(eid, leaf[f["sessionId"]], f"latency probe {i} zz{eid}")
-            fd = os.open(f["path"], os.O_WRONLY | os.O_APPEND)
-            written = time.time()
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            while not client.search(f"zz{eid}", limit=1).hits:
-                time.sleep(0.001)
-            out.append((written, time.time(), f["path"]))
-            leaf[f["sessionId"]] = eid
-            time.sleep(rng.uniform(0.0, 0.05))
-    return out
-
-
 def stage_rows(trace: Path, done: list[tuple[float, float, str]]) -> list[tuple[float, ...]]:
     """Per append: ms from its write to each stage, then to found."""
     marks = [line.rstrip("\n").split("\t") for line in trace.read_text().splitlines()]
@@ -157,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             for tree in trees:
                 proc, sock = tree.start()
                 time.sleep(2)
-                done = appends(tree, sock, ns.appends, rng)
+                done = timed_appends(sock, tree.db, tree.files, ns.appends, rng)
                 proc.terminate()
                 proc.wait(60)
                 rows = stage_rows(tree.trace, done)

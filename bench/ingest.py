@@ -260,12 +260,19 @@ def pi_message(entry_id: str, parent: str | None, text: str) -> bytes:
 def measure_append_latency(sock: str, db: Path, files: list[dict], n: int, rng: random.Random) -> list[float]:
     """Seconds from an append until a search over the daemon's socket (as the
     Pi tool and the CLI ask) finds its unique word."""
+    return [found - written for written, found, _ in timed_appends(sock, db, files, n, rng)]
+
+
+def timed_appends(sock: str, db: Path, files: list[dict], n: int, rng: random.Random) -> list[tuple[float, float, str]]:
+    """(written, found, path) of `n` appends, in wall-clock seconds: each is one
+    Pi message appended to a random indexed session, then polled by a search
+    for its unique word until found."""
     from piwatch import Client
 
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     leaf = dict(conn.execute("SELECT session_id, leaf_id FROM sessions"))
     conn.close()
-    latencies = []
+    out = []
     targets = [f for f in files if f["sessionId"] in leaf]
     with Client(sock, caller={"all": True}, timeout=60) as client:
         for i in range(n):
@@ -277,17 +284,15 @@ def measure_append_latency(sock: str, db: Path, files: list[dict], n: int, rng: 
                 os.write(fd, data)
             finally:
                 os.close(fd)
-            t0 = time.perf_counter()
-            while True:
-                if client.search(f"zz{eid}", limit=1).hits:
-                    break
-                if time.perf_counter() - t0 > 30:
+            written = time.time()
+            while not client.search(f"zz{eid}", limit=1).hits:
+                if time.time() - written > 30:
                     raise TimeoutError(f"append {eid} not indexed after 30 s")
                 time.sleep(0.001)
-            latencies.append(time.perf_counter() - t0)
+            out.append((written, time.time(), f["path"]))
             leaf[f["sessionId"]] = eid
             time.sleep(rng.uniform(0.0, 0.05))
-    return latencies
+    return out
 
 
 def build_big_session(source: Path, dest: Path, target: int) -> None:

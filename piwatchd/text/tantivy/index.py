@@ -32,7 +32,7 @@ from tantivy import Occur, Query, SchemaBuilder
 from ..query import SearchFilters, Term
 from .doc import FACETS, KEY_FIELDS, Clause, TextDoc, doc_json, event_fields, field_term, filter_clauses
 from .forms import Forms, analyzer
-from .overlay import Overlay, View, masked
+from .overlay import Overlay, View, masked, reload_after_commit
 
 __all__ = [
     "FORMS_FIELD",
@@ -177,7 +177,7 @@ class TantivyText:
         if self._dirty:
             self._writer.commit()
             self._dirty = False
-            self.index.reload()
+            reload_after_commit(self.index)
             self.generation += 1
         if self.overlay is not None:
             self.overlay.disk_committed(idle=idle)

@@ -40,13 +40,14 @@ next disk commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import tantivy
 from tantivy import Occur, Query
 
-__all__ = ["OVERLAY_MAX_DOCS", "Overlay", "View", "WARM", "masked"]
+__all__ = ["OVERLAY_MAX_DOCS", "Overlay", "View", "WARM", "masked", "reload_after_commit"]
 
 # More documents than this since the last disk commit: the overlay stops
 # mirroring (a burst of whole files, not appends; the disk commit is due).
@@ -81,6 +82,20 @@ def masked(schema: tantivy.Schema, query: Query, view: View) -> Query:
 
 def _masks(view: View) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return (("event", view.masked_events), ("session", view.masked_sessions))
+
+
+def reload_after_commit(index: tantivy.Index) -> None:
+    """`index.reload()` right after its writer's commit, without Tantivy's 100 ms stall.
+
+    Opening segment readers takes the directory's meta lock, and a lock that
+    is held is retried only after 100 ms. Right after `commit()` returns, the
+    writer's own thread still holds it for well under a millisecond (its file
+    garbage collection): a reload at once lost that race in nearly every
+    commit on an idle machine (measured: reload p50 100 ms, the whole
+    append -> searchable latency's mode), and a 1 ms pause first won it in
+    200 of 200 (reload p95 0.5 ms, max 1.8 ms)."""
+    time.sleep(0.001)
+    index.reload()
 
 
 class Overlay:
@@ -166,7 +181,7 @@ class Overlay:
         if not self.live or not self._dirty:
             return False
         self._commit()
-        self.index.reload()
+        reload_after_commit(self.index)
         self._dirty = False
         self.view = View(
             self.index.searcher(),
