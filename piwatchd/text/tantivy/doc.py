@@ -34,6 +34,7 @@ __all__ = [
     "ancestors",
     "doc_json",
     "event_fields",
+    "facet",
     "field_term",
     "filter_clauses",
     "word_forms",
@@ -51,14 +52,20 @@ FACETS = "facets"
 KEY_FIELDS = ("event", "session")
 
 
+def facet(name: str, value: str) -> str:
+    """Filter `name`'s `value` as a term of the FACETS field (the one spelling
+    documents are written with and queries look up)."""
+    return f"{name}:{value}"
+
+
 def field_term(name: str, value: str) -> tuple[str, str]:
     """The index field and term that hold filter `name`'s `value`."""
-    return (name, value) if name in KEY_FIELDS else (FACETS, f"{name}:{value}")
+    return (name, value) if name in KEY_FIELDS else (FACETS, facet(name, value))
 
 
 @lru_cache(maxsize=8192)
 def _facet_paths(name: str, path: str) -> tuple[str, ...]:
-    return tuple(f"{name}:{p}" for p in ancestors(path))
+    return tuple(facet(name, p) for p in ancestors(path))
 
 
 @lru_cache(maxsize=8192)  # every document of a session has the same cwd
@@ -110,26 +117,30 @@ def event_fields(f: EventFacts) -> dict[str, Any]:
     are left out, so a filter on them never matches (as SQL's `IN` never
     matches NULL)."""
     facets = [
-        f"type:{f.type}",
-        "error:1" if f.is_error else "error:0",
-        f"branch:{f.branch_state}",
-        f"selection:{f.selection_state}",
+        facet("type", f.type),
+        facet("error", "1" if f.is_error else "0"),
+        facet("branch", f.branch_state),
+        facet("selection", f.selection_state),
     ]
-    d: dict[str, Any] = {"event_n": f.event_rowid, "event": str(f.event_rowid), "session": f.session_id}
-    d["ordinal"] = f.ordinal
+    d: dict[str, Any] = {
+        "event_n": f.event_rowid,
+        "event": str(f.event_rowid),
+        "session": f.session_id,
+        "ordinal": f.ordinal,
+    }
     if f.role is not None:
-        facets.append(f"role:{f.role}")
+        facets.append(facet("role", f.role))
     if f.ts_ms is not None:
         d["ts"] = f.ts_ms
     if f.cwd_norm is not None:
-        facets.append(f"cwd:{f.cwd_norm}")
+        facets.append(facet("cwd", f.cwd_norm))
         facets.extend(_facet_paths("cwd_up", f.cwd_norm))
     if f.cwd_real is not None:
         facets.extend(_facet_paths("root_up", f.cwd_real))
     if f.files_read:
-        facets.extend(f"file_read:{p}" for p in _paths(f.files_read))
+        facets.extend(facet("file_read", p) for p in _paths(f.files_read))
     if f.files_changed:
-        facets.extend(f"file_changed:{p}" for p in _paths(f.files_changed))
+        facets.extend(facet("file_changed", p) for p in _paths(f.files_changed))
     d[FACETS] = facets
     return d
 
@@ -140,9 +151,9 @@ def doc_json(doc: TextDoc, shared: dict[str, Any] | None = None) -> dict[str, An
     d = dict(shared if shared is not None else event_fields(doc.facts))
     own = doc.facts.own_result or (doc.kind == "tool.call" and doc.tool_name in OWN_TOOLS)
     d["frag"] = doc.frag_rowid
-    facets = [*d[FACETS], f"kind:{doc.kind}", "own:1" if own else "own:0"]
+    facets = [*d[FACETS], facet("kind", doc.kind), facet("own", "1" if own else "0")]
     if doc.tool_name is not None:
-        facets.append(f"tool:{doc.tool_name}")
+        facets.append(facet("tool", doc.tool_name))
     d[FACETS] = facets
     d["text"] = [doc.body, doc.tail] if doc.tail else doc.body
     d["len"] = len(doc.body) + len(doc.tail or "")
