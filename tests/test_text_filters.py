@@ -5,11 +5,14 @@ holding the separator, a prefix of another value, or another filter's
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from piwatchd.text.query import SearchFilters, Term
-from piwatchd.text.tantivy.doc import FACETS, KEY_FIELDS, EventFacts, TextDoc, field_term
+from piwatchd.text.tantivy.doc import FACETS, KEY_FIELDS, EventFacts, TextDoc, facet, field_term
 from piwatchd.text.tantivy.index import TantivyText
 
 
@@ -25,6 +28,8 @@ from piwatchd.text.tantivy.index import TantivyText
 )
 def test_a_filter_names_its_field_and_term(name, value, want):
     assert field_term(name, value) == want
+    if want[0] == FACETS:
+        assert facet(name, value) == want[1]  # documents are written with the spelling queries look up
     assert (name in KEY_FIELDS) == (want[0] != FACETS)
 
 
@@ -46,8 +51,9 @@ _VALUES = st.builds(lambda parts: "/".join(parts), st.lists(_PART, min_size=1, m
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tools=st.lists(_VALUES, min_size=1, max_size=4), cwds=st.lists(_VALUES, min_size=1, max_size=4))
 def test_filters_admit_exactly_the_documents_holding_the_value(short_tmp, tools, cwds):
-    path = short_tmp / f"ix-{abs(hash((tuple(tools), tuple(cwds))))}"
-    text = TantivyText(path, writable=True)
+    # A fresh index per example: hypothesis replays examples, and a reused
+    # directory would hold the documents of an earlier one.
+    text = TantivyText(Path(tempfile.mkdtemp(dir=short_tmp)) / "ix", writable=True)
     try:
         docs = [
             _doc(i + 1, tools[i % len(tools)], "/" + cwds[i % len(cwds)]) for i in range(max(len(tools), len(cwds)))
@@ -61,7 +67,7 @@ def test_filters_admit_exactly_the_documents_holding_the_value(short_tmp, tools,
             want = {d.frag_rowid for d in docs if d.facts.cwd_norm == cwd}
             assert _hits(text, SearchFilters(cwd=cwd)) == want
             # "this directory or below" on component boundaries: `/a` admits `/a/b`, never `/ab`.
-            under = {d.frag_rowid for d in docs if d.facts.cwd_norm in (cwd,) or d.facts.cwd_norm.startswith(cwd + "/")}
+            under = {d.frag_rowid for d in docs if d.facts.cwd_norm == cwd or d.facts.cwd_norm.startswith(cwd + "/")}
             assert _hits(text, SearchFilters(cwd_under=cwd)) == under
     finally:
         text.close()
