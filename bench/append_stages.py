@@ -20,15 +20,12 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from piwatch import Client
-
-from bench.ingest import corpus, parse_bytes, pct, timed_appends
+from bench.ingest import Daemon, corpus, parse_bytes, pct, timed_appends
 
 # Boots piwatchd with each stage's wall-clock time written to $TRACE_LOG.
 _BOOT = """
@@ -62,30 +59,16 @@ STAGES = ("hint", "taken", "ingested", "published")
 
 
 class Tree:
+    """One checkout under test: its daemon (bench.ingest's, booted through the
+    tracing shim with that checkout first on PYTHONPATH), index and trace."""
+
     def __init__(self, n: int, src: str, tmp: Path, sessions: Path, files: list[dict]) -> None:
-        self.n, self.src, self.tmp, self.files = n, src, tmp, files
-        self.sessions = sessions
+        self.src, self.files = src, files
         self.db = tmp / f"index-{n}.sqlite3"
         self.trace = tmp / f"trace-{n}.log"
         self.rows: list[tuple[float, ...]] = []
-
-    def start(self) -> tuple[subprocess.Popen, str]:
-        sock = str(Path(tempfile.mkdtemp(dir="/tmp", prefix="pwas-")) / "d.sock")
-        env = dict(os.environ, TRACE_LOG=str(self.trace), PYTHONPATH=os.pathsep.join([self.src, self.src + "/client"]))
-        args = ["--sessions", str(self.sessions), "--db", str(self.db), "--settle", "0.05", "--max-latency", "1.0"]
-        args += ["--scan-interval", "600", "--log-level", "warning", "--socket", sock]
-        proc = subprocess.Popen([sys.executable, str(self.tmp / "boot.py"), *args], env=env)
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"piwatchd of {self.src} exited with {proc.returncode}")
-            try:
-                with Client(sock, caller={"all": True}) as c:
-                    svc = c.status().service
-                    if svc is not None and svc.phase == "idle" and svc.startup_seconds is not None:
-                        return proc, sock
-            except Exception:  # not listening yet
-                pass
-            time.sleep(0.5)
+        env = {"TRACE_LOG": str(self.trace), "PYTHONPATH": os.pathsep.join([src, src + "/client"])}
+        self.daemon = Daemon(sessions, self.db, 0.05, 1.0, launcher=[sys.executable, str(tmp / "boot.py")], env=env)
 
 
 def stage_rows(trace: Path, done: list[tuple[float, float, str]]) -> list[tuple[float, ...]]:
@@ -127,11 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for r in range(ns.rounds):
             for tree in trees:
-                proc, sock = tree.start()
+                tree.daemon.start_and_wait()
                 time.sleep(2)
-                done = timed_appends(sock, tree.db, tree.files, ns.appends, rng)
-                proc.terminate()
-                proc.wait(60)
+                done = timed_appends(tree.daemon.sock, tree.db, tree.files, ns.appends, rng)
+                tree.daemon.stop()
                 rows = stage_rows(tree.trace, done)
                 tree.rows += rows
                 total = [row[-1] for row in rows]

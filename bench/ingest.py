@@ -119,10 +119,12 @@ class Daemon:
         max_latency: float,
         engine: str = "tantivy",
         workers: int | None = None,
+        launcher: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ):
-        self.env = {**os.environ, "PIWATCH_ENGINE": engine}
+        self.env = {**os.environ, "PIWATCH_ENGINE": engine, **(env or {})}
         self.args = [
-            str(BIN / "piwatchd"),
+            *(launcher or [str(BIN / "piwatchd")]),
             "--sessions",
             str(root),
             "--db",
@@ -284,12 +286,13 @@ def timed_appends(sock: str, db: Path, files: list[dict], n: int, rng: random.Ra
                 os.write(fd, data)
             finally:
                 os.close(fd)
-            written = time.time()
+            # Wall clock to line up with other processes' timestamps; the span itself is monotonic.
+            written, t0 = time.time(), time.perf_counter()
             while not client.search(f"zz{eid}", limit=1).hits:
-                if time.time() - written > 30:
+                if time.perf_counter() - t0 > 30:
                     raise TimeoutError(f"append {eid} not indexed after 30 s")
                 time.sleep(0.001)
-            out.append((written, time.time(), f["path"]))
+            out.append((written, written + time.perf_counter() - t0, f["path"]))
             leaf[f["sessionId"]] = eid
             time.sleep(rng.uniform(0.0, 0.05))
     return out
