@@ -281,3 +281,46 @@ def test_state_changes_reach_the_text_index(indexes, grown, queries):
             if got != want:
                 differences.append((query, states, sorted(got ^ want)[:3]))
     assert not differences, differences[:10]
+
+
+def test_tied_scores_order_newest_first_alike(tmp_path, monkeypatch):
+    """Hundreds of events score exactly alike (the same text): both engines
+    order them newest first, then by session and position, page after page,
+    with the higher-scoring events before them all. More ties than Tantivy's
+    first fetch, so its tie fetching and its rows-read cut are both exercised."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import jsonl, msg, v3_header
+
+    rng = random.Random(5)
+    root = tmp_path / "sessions" / "--w--"
+    root.mkdir(parents=True)
+    for n in range(160):
+        minute = rng.randrange(40)  # repeated times: the session then the ordinal break those ties
+        ts = f"2026-05-01T10:{minute:02d}:00.000Z"
+        text = "tiedword tiedword" if n % 37 == 0 else "tiedword"
+        entries = [msg(f"u{i}", f"u{i - 1}" if i else None, "user", f"{text} {i}", ts=ts) for i in range(2)]
+        (root / f"{n}.jsonl").write_bytes(jsonl(v3_header(f"s-{n:03d}", "/w"), *entries))
+    orders = {}
+    for engine in ENGINES:
+        monkeypatch.setenv("PIWATCH_ENGINE", engine)
+        db = tmp_path / f"{engine}.sqlite3"
+        assert index_once(db, [str(tmp_path / "sessions")])["problems"] == []
+        conn = open_reader(db)
+        pages = []
+        for offset in range(0, 400, 30):
+            result = search(conn, SearchRequest("tiedword", SearchFilters(), limit=30, offset=offset, exact=True))
+            pages += [(h.session_id, h.entry_id, h.timestamp) for h in result.hits]
+        conn.close()
+        orders[engine] = pages
+    assert len(orders["tantivy"]) == 320
+    strong = [p for p in orders["tantivy"] if int(p[0][2:]) % 37 == 0]
+    assert orders["tantivy"][: len(strong)] == strong  # the word twice scores higher
+    rest = orders["tantivy"][len(strong) :]
+    assert rest == sorted(rest, key=lambda p: (-_ms(p[2]), p[0], p[1]))
+    assert orders["tantivy"] == orders["fts5"]
+
+
+def _ms(timestamp: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)

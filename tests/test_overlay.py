@@ -23,7 +23,7 @@ def doc(frag: int, event: int, body: str, session: str = "s-1") -> TextDoc:
 
 
 def frags(text: TantivyText, word: str, k: int = 100) -> list[int]:
-    return sorted(f for _, f, _, _ in text.top(text.query([Term(word, False)], SearchFilters()), k))
+    return sorted(f for _, f, _, _, _ in text.top(text.query([Term(word, False)], SearchFilters()), k))
 
 
 @pytest.fixture
@@ -239,7 +239,7 @@ def test_a_search_within_events_the_overlay_holds_skips_the_disk_and_finds_the_s
     def hits(events: tuple[int, ...], within: tuple[int, ...]) -> list[int]:
         searched.clear()
         filters = SearchFilters(event_rowids=events)
-        return sorted(f for _, f, _, _ in text.top(text.query([Term("walrus", False)], filters), 100, within))
+        return sorted(f for _, f, _, _, _ in text.top(text.query([Term("walrus", False)], filters), 100, within))
 
     for events in [(1,), (3,), (1, 3)]:  # all in the overlay: one search, the same hits
         full = hits(events, ())

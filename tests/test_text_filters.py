@@ -39,7 +39,7 @@ def _doc(frag: int, tool: str, cwd: str) -> TextDoc:
 
 
 def _hits(text: TantivyText, filters: SearchFilters) -> set[int]:
-    return {f for _, f, _, _ in text.top(text.query([Term("needle", False)], filters), 100)}
+    return {f for _, f, _, _, _ in text.top(text.query([Term("needle", False)], filters), 100)}
 
 
 # Normalized paths (as the read model records a cwd) whose components hold the

@@ -341,9 +341,9 @@ def test_partial_probe_leaves_out_only_words_that_cannot_match(tmp_path_factory,
             assert text.top(text.combine([partial_match_query(text, term)], SearchFilters()), 10) == []
     words = [partial_word_query(text, t, 1.0 + i) for i, t in enumerate(terms)]
     some = Query.boolean_query([(Occur.Should, w) for w in words], minimum_number_should_match=len(words))
-    want = sorted((f, round(s, 4)) for s, f, _, _ in text.top(some, 1000))
+    want = sorted((f, round(s, 4)) for s, f, _, _, _ in text.top(some, 1000))
     got = sorted(
-        (f, round(s, 4)) for s, f, _, _ in text.top(text.combine(words, SearchFilters(), min_match=len(words)), 1000)
+        (f, round(s, 4)) for s, f, _, _, _ in text.top(text.combine(words, SearchFilters(), min_match=len(words)), 1000)
     )
     assert got == want
     assert text.top(text.combine(words, SearchFilters(), min_match=len(words) + 1), 1000) == []

@@ -13,6 +13,7 @@ fragments), so tied events are ordered as FTS5 orders them: newest first.
 from __future__ import annotations
 
 import functools
+import heapq
 import operator
 import sqlite3
 import time
@@ -27,7 +28,7 @@ from ...store.source_events import project_rows
 from ..hits import Chooser, HitRow, chosen_rows, page_rows, ranked_events, sort_key
 from ..query import QueryTimeout, SearchRequest, Term, parse_query
 from ..tiers import label, partial_plan
-from .index import TantivyText, text_reader
+from .index import Scored, TantivyText, text_reader
 from .snippets import Marks, snippet
 from .tiers import (
     Repairs,
@@ -67,9 +68,12 @@ def _ranked(
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
         top = text.top(query, k, request.filters.event_rowids)
+        if ties and len(top) == k and k < TIE_K_MAX and _tied_at_boundary(top, need):
+            k *= 4  # the need-th event ties with fragments not fetched yet: no row read can settle it
+            continue
         events = [(score[0], fid, row) for score, fid, row in _events_of(conn, request, top, need)]
         if len(top) < k:
-            return events[:need], Counter(event for _, _, event, _ in top)
+            return events[:need], Counter(event for _, _, event, _, _ in top)
         if len(events) >= need:
             last, boundary = events[need - 1][0], -top[-1][0]
             # Strictly better than every fragment not fetched: exact. Tied
@@ -82,27 +86,42 @@ def _ranked(
         k *= 4
 
 
-def _events_of(
-    conn: sqlite3.Connection, request: SearchRequest, top: list[tuple[float, int, int, int]], need: int
-) -> list[tuple[Any, ...]]:
-    """`ranked_events` of the fetched fragments, reading from SQLite only
-    the events that can be among the first `need`: those whose best
-    fragment scores at least as well as the need-th event's (ties kept, as
-    the order among them is SQLite's to say). Reading every fetched
-    fragment's row cost ~2x (a common word's 64 fragments for 21 events);
-    when an event read is gone (rows deleted since), all of them are read."""
-    # (negated score, length): equal scores rank the shorter text first.
-    scored = {frag: (-score, n) for score, frag, _, n in top}
+def _tied_at_boundary(top: list[Scored], need: int) -> bool:
+    """Whether the need-th best event among `top` (by score; rows the filters
+    drop only push it lower) scores no better than the last fragment fetched."""
     best: dict[int, float] = {}
-    for score, _, event, _ in top:
-        best[event] = max(best.get(event, score), score)
+    for score, _, event, _, _ in top:
+        if event not in best:  # `top` is best first
+            best[event] = score
+            if len(best) == need:
+                return score <= top[-1][0]
+    return True
+
+
+def _events_of(conn: sqlite3.Connection, request: SearchRequest, top: list[Scored], need: int) -> list[tuple[Any, ...]]:
+    """`ranked_events` of the fetched fragments, reading from SQLite only
+    the events that can be among the first `need`: those that sort at least
+    as well as the need-th by what the text index knows of the one-query
+    plan's order (`sort_key`: best fragment's score and length, then the
+    event's time, newest first); ties on all of those are kept, as the order
+    among them is SQLite's to say. Reading every fetched fragment's row cost
+    ~2x (a common word's 64 fragments for 21 events), and a word whose
+    fragments tie by the thousand (one-letter words, repeated tool output)
+    read them all: 110 of 180 ms. When an event read is gone (rows deleted
+    since), all of them are read."""
+    best: dict[int, tuple[float, int, bool, int]] = {}
+    for score, _, event, n, ts in top:
+        key = (-score, n, ts is None, -(ts or 0))
+        if event not in best or key < best[event]:
+            best[event] = key
     if len(best) > need:
-        cut = sorted(best.values(), reverse=True)[need - 1]
-        lead = {frag: (-score, n) for score, frag, event, n in top if best[event] >= cut}
+        cut = heapq.nsmallest(need, best.values())[-1]
+        lead = {frag: (-score, n) for score, frag, event, n, _ in top if best[event] <= cut}
         events = ranked_events(conn, request.filters, lead)
         if len(events) >= need:
             return events
-    return ranked_events(conn, request.filters, scored)
+    # (negated score, length): equal scores rank the shorter text first.
+    return ranked_events(conn, request.filters, {frag: (-score, n) for score, frag, _, n, _ in top})
 
 
 def _matched_counts(text: TantivyText, request: SearchRequest, tier: _Tier, events: list[int]) -> dict[int, int]:
@@ -113,7 +132,7 @@ def _matched_counts(text: TantivyText, request: SearchRequest, tier: _Tier, even
         return {}
     words = [tier.word(t, within) for t in tier.terms]
     query = text.combine(words, request.filters, min_match=tier.min_match)
-    return Counter(event for _, _, event, _ in text.top(query, 10_000))
+    return Counter(event for _, _, event, _, _ in text.top(query, 10_000))
 
 
 @dataclass

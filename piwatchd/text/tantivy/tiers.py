@@ -325,7 +325,7 @@ def _fragment_masks(
     # union's seeks they save (measured on 1 GB).
     words = [Query.const_score_query(partial_match_query(text, t), float(1 << i)) for i, t in enumerate(terms)]
     query = text.combine(words, filters, events, min_match=1)
-    return [(frag, event, round(score)) for score, frag, event, _ in text.top(query, LABEL_K)]
+    return [(frag, event, round(score)) for score, frag, event, _, _ in text.top(query, LABEL_K)]
 
 
 def matched_masks(
@@ -376,7 +376,7 @@ def spread_events(
     candidates: set[int] = set()
     for i in order:
         query = text.combine([partial_match_query(text, terms[i])], filters, exclude=exclude)
-        candidates.update(event for _, _, event, _ in text.top(query, SPREAD_K))
+        candidates.update(event for _, _, event, _, _ in text.top(query, SPREAD_K))
     if not candidates:
         return Spread({}, {})
     worth = [weights[i] for i in order]
