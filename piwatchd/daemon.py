@@ -265,7 +265,9 @@ class Daemon:
         limits.idle_timeout = self.ns.idle_timeout
         limits.max_requests_per_connection = self.ns.max_requests_per_connection
         self.follows = FollowHub(self.service.commits, self.api.newest_event, self.api.events_after)
-        self.follows.evaluate = lambda asks: self.api.follow_round([(s.args, s.scope, ev) for s, ev in asks])
+        self.follows.evaluate = lambda asks, pace: self.api.follow_round(
+            [(s.args, s.scope, ev) for s, ev in asks], pace
+        )
         self.server = Server(
             self.sock_path,
             self.api.handle,
@@ -275,6 +277,7 @@ class Daemon:
             follows=self.follows,
             follow_scope=self.api.follow_scope,
         )
+        self.follows.requests_idle = self.server.requests_idle
 
     # -- what the API asks of the daemon ---------------------------------------------
 

@@ -272,7 +272,7 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     events.rowids = [1, 2, 3]
     hub = FollowHub(CommitSignal(), events.newest, events.after)
     evaluated: list = []
-    hub.evaluate = lambda asks: [evaluated.append((s.id, list(r))) or [_hit(x) for x in r] for s, r in asks]
+    hub.evaluate = lambda asks, pace: [evaluated.append((s.id, list(r))) or [_hit(x) for x in r] for s, r in asks]
     blocked, in_send = threading.Event(), threading.Event()
     sent: list = []
 
@@ -314,7 +314,7 @@ def test_a_round_searches_once_for_follows_asking_the_same():
     hub = FollowHub(CommitSignal(), events.newest, events.after)
     asked: list = []
 
-    def evaluate(asks):
+    def evaluate(asks, pace):
         asked.append(sorted((s.args.query, s.args.exact, s.scope.roots, tuple(r)) for s, r in asks))
         return [[_hit(x) for x in r] for _, r in asks]
 
@@ -448,3 +448,47 @@ def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
             got_hits += update.hits
             break
         assert [(h.session_id, h.entry_id) for h in got_hits] == [("s-tool", "s-tool-e1")]  # meta words count
+
+
+def test_a_round_gives_way_to_running_requests_within_its_budget():
+    """Before each follow's search a round waits while requests run, a step at
+    a time, until its budget is spent; with nothing running it never waits."""
+    from piwatchd.serve.follow import Pacer
+
+    now = [0.0]
+    waits: list[float] = []
+
+    def busy(timeout: float) -> bool:  # requests keep running: every wait takes its whole timeout
+        waits.append(timeout)
+        now[0] += timeout
+        return False
+
+    pace = Pacer(busy, budget=0.25, step=0.1, clock=lambda: now[0])
+    for _ in range(6):
+        pace()
+    assert waits == pytest.approx([0.1, 0.1, 0.05]) and now[0] == pytest.approx(0.25)
+
+    idle_waits: list[float] = []
+    pace = Pacer(lambda timeout: idle_waits.append(timeout) or True, budget=0.25, step=0.1, clock=lambda: 0.0)
+    for _ in range(100):
+        pace()
+    assert len(idle_waits) == 100  # asked every time, never charged: nothing ran
+
+
+def test_slots_wait_idle_returns_when_the_last_request_ends():
+    from piwatchd.serve.slots import FairSlots
+
+    slots = FairSlots(4, 4, 2, 1)
+    assert slots.wait_idle(0)
+    assert slots.acquire("a", False, 1) and slots.acquire("b", True, 1)
+    assert not slots.wait_idle(0.01)
+    released = threading.Event()
+
+    def release_later():
+        slots.release("a", False)
+        time.sleep(0.05)
+        released.set()
+        slots.release("b", True)
+
+    threading.Thread(target=release_later).start()
+    assert slots.wait_idle(10) and released.is_set()

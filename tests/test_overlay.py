@@ -230,9 +230,9 @@ def test_a_search_within_events_the_overlay_holds_skips_the_disk_and_finds_the_s
     searched: list[int] = []
     real_top = index_mod._top
 
-    def counting(searcher, query, k):
+    def counting(searcher, query, k, times):
         searched.append(searcher.num_docs)
-        return real_top(searcher, query, k)
+        return real_top(searcher, query, k, times)
 
     monkeypatch.setattr(index_mod, "_top", counting)
 

@@ -147,11 +147,12 @@ class Api:
         return parsed, scope
 
     def follow_round(
-        self, asks: list[tuple[wire.FollowArgs, CallerScope, list[int]]]
+        self, asks: list[tuple[wire.FollowArgs, CallerScope, list[int]]], pace: Callable[[], None] = lambda: None
     ) -> list[list[wire.Hit] | ProtocolError]:
         """Each follow's hits among its new events (or why its search failed), on one
         connection and one visibility per scope: a hub round asks for many at once.
-        A follow whose words are not among the new events' is not searched."""
+        A follow whose words are not among the new events' is not searched; `pace`
+        runs before each search (the hub's giving way to requests)."""
         conn = self._conn()
         engine = engine_of(conn)
         if self._follow_words.engine != engine.name:
@@ -163,6 +164,7 @@ class Api:
             if new_words.rules_out(args, events):
                 out.append([])
                 continue
+            pace()
             visibility = seen.get(scope) or seen.setdefault(scope, Visibility(conn, scope))
             req = OpRequest(visibility, time.monotonic() + self.request_budget, no_slot, self.query_timeout)
             try:

@@ -13,6 +13,13 @@ per-connection pusher thread writes them to the socket. The hub never touches a 
 hold up the others: when a queue would exceed its bound, that subscription is
 dropped with a `slow_consumer` error and nothing more is queued for it.
 
+Standing queries give way to requests: while any request holds a slot,
+a round waits before each follow's search (`Pacer`, at most
+ROUND_YIELD_SECONDS a round). The hub's searches and a client's share one
+interpreter lock, so 100 follows matching every append (one per 0.2 s)
+doubled another client's search latency; a follow update may instead arrive
+up to ROUND_YIELD_SECONDS later while the daemon is answering requests.
+
 Memory: a subscription costs its args and a queue of at most
 `FOLLOW_QUEUE_HITS` hits; a connection with follows costs one pusher thread;
 the hub reads at most `EVENTS_PER_ROUND` new events per search.
@@ -23,6 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -33,17 +41,53 @@ from piwatch.protocol import ErrorCode, ProtocolError
 
 from ..ingest.commits import CommitSignal
 
-__all__ = ["FollowHub", "ConnectionFollows", "Subscription", "EVENTS_PER_ROUND"]
+__all__ = ["EVENTS_PER_ROUND", "ROUND_YIELD_SECONDS", "ConnectionFollows", "FollowHub", "Pacer", "Subscription"]
 
 log = logging.getLogger("piwatchd.follow")
 
 EVENTS_PER_ROUND = 500  # new events searched at once (a catch-up commits thousands)
 
-# [(subscription, event rowids)] -> for each, its hits among those events, or why its search
-# failed this round (the index is being rebuilt, a timeout).
-Evaluate = Callable[[list[tuple["Subscription", list[int]]]], list["list[wire.Hit] | ProtocolError"]]
+# A round's waits for requests to finish, in all and at a time (`Pacer`).
+ROUND_YIELD_SECONDS = 0.25
+YIELD_STEP_SECONDS = 0.05
+
+# [(subscription, event rowids)], and the round's pacer (called before each search) -> for
+# each, its hits among those events, or why its search failed this round (the index is being
+# rebuilt, a timeout).
+Evaluate = Callable[
+    [list[tuple["Subscription", list[int]]], Callable[[], None]], list["list[wire.Hit] | ProtocolError"]
+]
+# timeout -> whether no request is running (waiting at most `timeout` seconds for that).
+RequestsIdle = Callable[[float], bool]
+
+
+class Pacer:
+    """One round's giving way to requests: each call waits while requests
+    run, YIELD_STEP_SECONDS at most, until the round's budget is spent."""
+
+    def __init__(
+        self,
+        idle: RequestsIdle,
+        budget: float = ROUND_YIELD_SECONDS,
+        step: float = YIELD_STEP_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.idle, self.left, self.step, self.clock = idle, budget, step, clock
+
+    def __call__(self) -> None:
+        if self.left <= 0:
+            return
+        start = self.clock()
+        self.idle(min(self.step, self.left))
+        self.left -= self.clock() - start
+
+
 # rowid -> up to `limit` event rowids above it, ascending.
 EventsAfter = Callable[[int, int], list[int]]
+
+
+def _no_pace() -> None:
+    pass
 
 
 class Subscription:
@@ -143,6 +187,7 @@ class FollowHub:
         self.newest_event = newest_event
         self.events_after = events_after
         self.evaluate: Evaluate | None = None  # set by the api that owns the search path
+        self.requests_idle: RequestsIdle | None = None  # set by the server that runs the requests
         self._subs: dict[int, Subscription] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -239,7 +284,8 @@ class FollowHub:
     def _offer(self, groups: list[tuple[tuple[Any, tuple[int, ...]], list[Subscription]]]) -> None:
         """One search per group; its hits to each member."""
         assert self.evaluate is not None
-        answers = self.evaluate([(members[0], list(fresh)) for (_, fresh), members in groups])
+        pace = Pacer(self.requests_idle) if self.requests_idle is not None else _no_pace
+        answers = self.evaluate([(members[0], list(fresh)) for (_, fresh), members in groups], pace)
         for (_, members), hits in zip(groups, answers, strict=True):
             if isinstance(hits, ProtocolError):  # the index is being rebuilt, a timeout: this round only
                 log.info("follow %s: %s", ", ".join(str(s.id) for s in members), hits.message)

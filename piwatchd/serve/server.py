@@ -162,6 +162,10 @@ class Server:
         self.requests_served = 0
         self.evicted = 0
 
+    def requests_idle(self, timeout: float) -> bool:
+        """Wait until no request runs, at most `timeout` seconds (standing queries give way)."""
+        return self._slots.wait_idle(timeout)
+
     # -- lifecycle -------------------------------------------------------------
 
     def bind(self) -> None:

@@ -72,6 +72,17 @@ class FairSlots:
             # Waiters wait on different conditions (their client, heavy or not): wake them all to re-check.
             self._cond.notify_all()
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request holds a slot, at most `timeout` seconds; whether none does."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._used:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
     def in_use(self) -> tuple[int, int]:
         """(slots, heavy slots) taken now."""
         with self._cond:

@@ -71,9 +71,13 @@ def text_dir(db_path: str | Path) -> Path:
 
 
 def db_file_of(conn: sqlite3.Connection) -> Path:
+    return Path(_db_file_name(conn))
+
+
+def _db_file_name(conn: sqlite3.Connection) -> str:
     for _, name, file in conn.execute("PRAGMA database_list"):
         if name == "main" and file:
-            return Path(file)
+            return str(file)
     raise ValueError("the text index needs an index file, not an in-memory database")
 
 
@@ -320,17 +324,18 @@ class TantivyText:
     def _view(self) -> View:
         return self.overlay.view if self.overlay is not None else _NO_OVERLAY
 
-    def top(self, query: Query, k: int, within: Collection[int] = ()) -> list[Scored]:
-        """The k best documents (`Scored`): of the on-disk index and the overlay, one per fragment.
+    def top(self, query: Query, k: int, within: Collection[int] = (), *, times: bool = False) -> list[Scored]:
+        """The k best documents (`Scored`; the event times only with `times`,
+        else None): of the on-disk index and the overlay, one per fragment.
         `within`: the events `query` is limited to, if it is; when the overlay
         holds all of them (a follow's new events), the disk is not searched."""
         view = self._view()  # one snapshot: the overlay may be swapped meanwhile
         if within and view.ram is not None and view.events.issuperset(within):
-            return _top(view.ram, query, k)
-        disk = _top(self.index.searcher(), masked(self.schema, query, view), k)
+            return _top(view.ram, query, k, times)
+        disk = _top(self.index.searcher(), masked(self.schema, query, view), k, times)
         if view.ram is None:
             return disk
-        ram = _top(view.ram, query, k)
+        ram = _top(view.ram, query, k, times)
         if not ram:
             return disk
         # A fragment in both (the disk committed after this snapshot was taken): the overlay's.
@@ -363,14 +368,16 @@ def within_docs(leaf: Query, within: Query | None) -> Query:
     return Query.boolean_query([(Occur.Must, leaf), (Occur.Must, within)])
 
 
-def _top(searcher: tantivy.Searcher, query: Query, k: int) -> list[Scored]:
+def _top(searcher: tantivy.Searcher, query: Query, k: int, times: bool) -> list[Scored]:
     hits = searcher.search(query, limit=k, count=False).hits
     if not hits:
         return []
     addrs = [a for _, a in hits]
     # Every document has frag, event_n and len (ts is None where the event has no time).
-    columns = [searcher.fast_field_values(name, addrs) for name in ("frag", "event_n", "len", "ts")]
-    return list(zip([score for score, _ in hits], *columns, strict=True))
+    # A column read costs ~70 us however few the documents: the times only when asked.
+    columns = [searcher.fast_field_values(name, addrs) for name in ("frag", "event_n", "len")]
+    stamps = searcher.fast_field_values("ts", addrs) if times else [None] * len(addrs)
+    return list(zip([score for score, _ in hits], *columns, stamps, strict=True))
 
 
 def remove_text_dir(path: Path) -> None:
@@ -407,11 +414,22 @@ def unregister_text(text: TantivyText) -> None:
             del _OPEN[key]
 
 
+def _text_key_of(conn: sqlite3.Connection) -> Path:
+    """The `_OPEN` key of the text index beside this connection's index file."""
+    return _text_key(_db_file_name(conn))
+
+
+@lru_cache(maxsize=64)
+def _text_key(db_file: str) -> Path:
+    """Once per index file name, not per search (paths cost ~40 us per search)."""
+    return _key(text_dir(db_file))
+
+
 def searchable_owed(conn: sqlite3.Connection) -> frozenset[str]:
     """Sessions still owed to the on-disk text index (`text_debt`) whose every
     change is searchable anyway from this process (the writer's overlay)."""
     try:
-        path = _key(text_dir(db_file_of(conn)))
+        path = _text_key_of(conn)
     except ValueError:
         return frozenset()
     with _OPEN_LOCK:
@@ -423,7 +441,7 @@ def searchable_owed(conn: sqlite3.Connection) -> frozenset[str]:
 
 def text_reader(conn: sqlite3.Connection) -> TantivyText:
     """The text index that belongs to this read model, for searching."""
-    path = _key(text_dir(db_file_of(conn)))
+    path = _text_key_of(conn)
     with _OPEN_LOCK:
         entry = _OPEN.get(path)
         if entry is None:

@@ -63,15 +63,16 @@ def _ranked(
     order events tied with the boundary as FTS5 does (the exact tier, which
     both engines answer alike); the tiers below it take the ties fetched
     (the partial tier's IDF sums tie by the thousand)."""
-    k = max(FIRST_K, need * 2)
+    k = first = max(FIRST_K, need * 2)
     while True:
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout("the search ran past its time limit; narrow it with more words or filters")
-        top = text.top(query, k, request.filters.event_rowids)
+        # Past the first fetch, events tie by the hundred: their times spare most row reads.
+        top = text.top(query, k, request.filters.event_rowids, times=k > first)
         if ties and len(top) == k and k < TIE_K_MAX and _tied_at_boundary(top, need):
             k *= 4  # the need-th event ties with fragments not fetched yet: no row read can settle it
             continue
-        events = [(score[0], fid, row) for score, fid, row in _events_of(conn, request, top, need)]
+        events = [(score[0], fid, row) for score, fid, row in _events_of(conn, request, top, need, k > first)]
         if len(top) < k:
             return events[:need], Counter(event for _, _, event, _, _ in top)
         if len(events) >= need:
@@ -98,7 +99,9 @@ def _tied_at_boundary(top: list[Scored], need: int) -> bool:
     return True
 
 
-def _events_of(conn: sqlite3.Connection, request: SearchRequest, top: list[Scored], need: int) -> list[tuple[Any, ...]]:
+def _events_of(
+    conn: sqlite3.Connection, request: SearchRequest, top: list[Scored], need: int, timed: bool
+) -> list[tuple[Any, ...]]:
     """`ranked_events` of the fetched fragments, reading from SQLite only
     the events that can be among the first `need`: those that sort at least
     as well as the need-th by what the text index knows of the one-query
@@ -111,7 +114,8 @@ def _events_of(conn: sqlite3.Connection, request: SearchRequest, top: list[Score
     since), all of them are read."""
     best: dict[int, tuple[float, int, bool, int]] = {}
     for score, _, event, n, ts in top:
-        key = (-score, n, ts is None, -(ts or 0))
+        # Without the times (`timed`: `top` has them), events tied on score and length all sort alike.
+        key = (-score, n, timed and ts is None, -(ts or 0))
         if event not in best or key < best[event]:
             best[event] = key
     if len(best) > need:
