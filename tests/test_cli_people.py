@@ -12,7 +12,7 @@ import time
 import pytest
 from helpers.world import BIN, write
 from piwatch import __version__
-from piwatch.commands.status import run_summary
+from piwatch.commands.status import refeed_summary, run_summary
 from piwatch.wire import ServiceStatus
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,3 +118,24 @@ def test_status_after_index_once_says_nothing_was_new(world):
 )
 def test_run_summary(svc, expected):
     assert expected in run_summary(svc)
+
+
+@pytest.mark.parametrize(
+    ("svc", "expected"),
+    [
+        (ServiceStatus(), None),
+        (ServiceStatus(refeed_done=0, refeed_total=0), None),
+        (ServiceStatus(refeed_done=0, refeed_total=11281, refeed_seconds=0.0), "0 of 11,281 sessions (0.0%); until"),
+        (
+            ServiceStatus(refeed_done=2000, refeed_total=11281, refeed_seconds=400.0),
+            "2,000 of 11,281 sessions (17.7%), 5.0 sessions/s, 30m56s left;",
+        ),
+        (
+            ServiceStatus(refeed_done=11281, refeed_total=11281, refeed_seconds=10.0),
+            "(100.0%), 1128.1 sessions/s, 0s left",
+        ),
+    ],
+)
+def test_refeed_summary(svc, expected):
+    got = refeed_summary(svc)
+    assert got == expected if expected is None else expected in got

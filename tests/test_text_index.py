@@ -50,3 +50,23 @@ def test_text_index_is_rebuilt_from_the_sources(index_dir, damage):
     index_dir.index()  # nothing changed in the sources: only the text index is re-fed
     assert sorted(index_dir.hits("narwhal")) == want
     assert index_dir.hits("sightings") == [("s-a", "a2", "assistant.text")]
+
+
+def test_a_text_index_of_another_build_is_refed_session_by_session_with_progress(index_dir):
+    """What `status` shows while an upgrade re-feeds the text index: every session is owed, and the
+    re-feed tells (done, total) after each one."""
+    from piwatchd.store.indexfile import open_or_rebuild
+    from piwatchd.store.writer import IndexWriter
+
+    for name, data in SESSIONS.items():
+        index_dir.write(name, data)
+    index_dir.index()
+    _damage_foreign(text_dir(index_dir.db))
+    conn, problem = open_or_rebuild(index_dir.db)
+    assert problem is None
+    writer = IndexWriter(conn)  # adopts the text index: another build's is replaced, every session owed
+    told: list[tuple[int, int]] = []
+    repaid = writer.repay_text_debt(progress=lambda done, total: told.append((done, total)))
+    writer.close()
+    assert sorted(repaid.done) == ["s-a", "s-b"] and told == [(1, 2), (2, 2)]
+    assert len(index_dir.hits("narwhal")) == 3

@@ -214,8 +214,18 @@ class Service:
         )
         self._index.remember()
         # Sessions whose text documents may lag their rows (a crash between
-        # the two commits) are re-fed before anything else; suspects later (`_repay_suspect`).
-        note_repaid(self.progress, self.writer.repay_text_debt(), self._session_key)
+        # the two commits, a lost text index) are re-fed before anything else; suspects
+        # later (`_repay_suspect`). `status` shows how far (an upgrade re-feeds every session).
+        started = self._clock()
+
+        def refed(done: int, total: int) -> None:
+            self.progress.refeed_done, self.progress.refeed_total = done, total
+            self.progress.refeed_seconds = round(self._clock() - started, 1)
+
+        try:
+            note_repaid(self.progress, self.writer.repay_text_debt(progress=refed), self._session_key)
+        finally:
+            self.progress.refeed_done = self.progress.refeed_total = self.progress.refeed_seconds = None
 
     def _close_index(self) -> None:
         self.progress.phase = "stopped"

@@ -23,7 +23,7 @@ import orjson
 from ..model.events import Diagnostic, Event, Fragment, FragmentKind, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
-from ..text.engine import Repaid, TextWriter, engine_of
+from ..text.engine import Repaid, RepayProgress, TextWriter, engine_of
 from .ids import IN_IDS, id_list, session_key
 from .redaction import add_counts
 
@@ -130,9 +130,9 @@ class IndexWriter:
         """Seconds until the engine has deferred work due (None: nothing deferred)."""
         return self.text.due()
 
-    def repay_text_debt(self, *, suspect: bool = False) -> Repaid:
+    def repay_text_debt(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
         """Re-feed sessions the text index may lag (after a crash); nothing when the engine keeps none."""
-        return self.text.repay(suspect=suspect)
+        return self.text.repay(suspect=suspect, progress=progress)
 
     def close(self) -> None:
         self.text.close()

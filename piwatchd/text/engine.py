@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -37,6 +37,7 @@ __all__ = [
     "TextWriter",
     "RankedPage",
     "Repaid",
+    "RepayProgress",
     "ENGINE_NAMES",
     "DEFAULT_ENGINE",
     "engine_named",
@@ -44,6 +45,10 @@ __all__ = [
     "index_engine",
     "all_engines",
 ]
+
+
+# (sessions re-fed so far, sessions owed): told after each session a repay re-feeds.
+RepayProgress = Callable[[int, int], None]
 
 
 class RankedPage(NamedTuple):
@@ -102,9 +107,10 @@ class TextWriter(Protocol):
         wakes for it); None when nothing is deferred."""
         ...
 
-    def repay(self, *, suspect: bool = False) -> Repaid:
+    def repay(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
         """Re-feed whatever the text index may lag after a crash (the repair;
-        see `piwatchd.text.tantivy.feed.TextFeed.repay`)."""
+        see `piwatchd.text.tantivy.feed.TextFeed.repay`); `progress(done, total)`
+        after each session."""
         ...
 
     def close(self) -> None: ...

@@ -50,6 +50,20 @@ def run_summary(svc: ServiceStatus) -> str:
     return f"{how_many} files had new data this run ({_mb(svc.bytes_ingested or 0)}, {svc.events_ingested or 0} events)"
 
 
+def refeed_summary(svc: ServiceStatus) -> str | None:
+    """The start-up re-feed of the text index, in words (None when none runs). Pure."""
+    done, total = svc.refeed_done or 0, svc.refeed_total or 0
+    if not total:
+        return None
+    per_second = done / svc.refeed_seconds if done and svc.refeed_seconds else None
+    left = format_duration((total - done) / per_second if per_second else None)
+    pace = f", {per_second:.1f} sessions/s, {left} left" if per_second else ""
+    return (
+        f"re-feeding the text index from the session files: {done:,} of {total:,} sessions "
+        f"({done / total * 100:.1f}%){pace}; until then searches may miss the sessions not re-fed yet"
+    )
+
+
 def _service_lines(st: StatusResult, svc: ServiceStatus) -> list[str]:
     """The live service: roots, scans, progress, catch-up, problems."""
     running = "running" if svc.running else "not running"
@@ -68,6 +82,9 @@ def _service_lines(st: StatusResult, svc: ServiceStatus) -> list[str]:
             f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "
             "answers may be incomplete until it finishes"
         )
+    refeed = refeed_summary(svc)
+    if refeed:
+        out.append(f"  text     {refeed}")
     # Files the index has not met yet are in the service's backlog only, not in the index's bytes.
     indexed = st.bytes.ingested if st.bytes is not None else 0
     backlog = max(st.bytes.backlog if st.bytes is not None else 0, svc.backlog_bytes or 0)

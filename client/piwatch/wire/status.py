@@ -71,6 +71,11 @@ class ServiceStatus(Wire):
     retrying: int | None = None  # files waiting for a retry after a transient failure
     retries: int | None = None
     index_problem: str | None = None  # set while a lost or corrupt index is rebuilt: unhealthy
+    # Sessions re-fed into the text index at start-up (a lost text index, or one of an older
+    # layout after an upgrade: every session), of all owed, and the seconds so far; None after.
+    refeed_done: int | None = None
+    refeed_total: int | None = None
+    refeed_seconds: float | None = None
     index_rebuilds: int | None = None
     errors: dict[str, str] = {}
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...model.events import Event
-from ..engine import RankedPage, Repaid
+from ..engine import RankedPage, Repaid, RepayProgress
 from ..hits import Chooser
 from ..query import SearchRequest
 from . import search
@@ -96,7 +96,7 @@ class Fts5Writer:
     def due(self) -> float | None:
         return None  # nothing deferred: `maintain` runs when idle anyway
 
-    def repay(self, *, suspect: bool = False) -> Repaid:
+    def repay(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
         return Repaid()  # the text committed with its rows: nothing is owed
 
     def close(self) -> None:

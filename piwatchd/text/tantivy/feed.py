@@ -27,7 +27,7 @@ from ...model.events import Event, Fragment
 from ...store.evidence import event_files_sql
 from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
-from ..engine import Repaid
+from ..engine import Repaid, RepayProgress
 from .doc import EventFacts, TextDoc
 from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 
@@ -79,6 +79,13 @@ class TextFeed:
                 return TantivyText(path, writable=True)
             except (OSError, ValueError) as exc:  # a corrupt or foreign directory
                 log.warning("text index %s cannot be opened (%s); rebuilding it", path, exc)
+        elif have is not None and have.split(" ")[0] != str(TEXT_LAYOUT):
+            log.warning(
+                "text index %s has layout %s, this piwatch writes %s: re-feeding every session into it",
+                path,
+                have.split(" ")[0],
+                TEXT_LAYOUT,
+            )
         elif have is not None:
             log.warning("text index %s belongs to another index build; rebuilding it", path)
         remove_text_dir(path)
@@ -257,7 +264,7 @@ class TextFeed:
             self._commit(idle=True)
         return False  # Tantivy merges segments in its own threads
 
-    def repay(self, *, suspect: bool = False) -> Repaid:
+    def repay(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
         """Re-feed sessions the text index may lag (after a crash or a lost text
         index) from the read model and the source files.
 
@@ -265,10 +272,16 @@ class TextFeed:
         One whose re-feed began and never finished (the process died in it, or it
         ran past REPAY_SECONDS) is a suspect: the service re-feeds those later, one
         per call (`suspect=True`), and after MAX_REPAY_ATTEMPTS leaves it quarantined.
+        `progress(done, total)` after each session (a lost text index owes every one).
         """
         rows = self.conn.execute("SELECT session_id, attempts FROM text_debt ORDER BY attempts, session_id").fetchall()
         owed = [s for s, n in rows if 0 < n < MAX_REPAY_ATTEMPTS][:1] if suspect else [s for s, n in rows if n == 0]
-        done = [session_id for session_id in owed if self._repay_session(session_id)]
+        done = []
+        for n, session_id in enumerate(owed, 1):
+            if self._repay_session(session_id):
+                done.append(session_id)
+            if progress is not None:
+                progress(n, len(owed))
         self._owed.update(done)
         if owed:
             self._commit(idle=True)
