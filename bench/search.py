@@ -102,7 +102,7 @@ class Daemon:
         ]
         self.log = db.parent / "search-daemon.log"
 
-    def start(self, timeout: float = 3600) -> dict:
+    def start(self, timeout: float = 4 * 3600) -> dict:  # a 10 GB cold build here takes over an hour
         t0 = time.monotonic()
         self.proc = subprocess.Popen(self.args, stderr=open(self.log, "ab"), env=self.env)
         self.ps = psutil.Process(self.proc.pid)
