@@ -91,6 +91,20 @@ def test_plain_lines_are_periodic(capsys):
     assert lines[1].startswith("indexing: 40/100 files, 40.0 of 100.0 MB, 8.0 MB/s, 8s left"), lines
 
 
+def test_refeed_lines_at_its_start_end_and_every_interval(capsys):
+    import sys
+
+    clock = Clock()
+    with IndexProgress(sys.stdout, mode="lines", clock=clock, every=5.0) as view:
+        for done in range(1, 101):
+            clock.t += 0.125
+            view.refed(done, 100)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "re-feeding the text index: 1 of 100 sessions (1.0%)"  # no rate from one reading
+    assert lines[1] == "re-feeding the text index: 41 of 100 sessions (41.0%), 8.2 sessions/s, 7s left", lines
+    assert lines[-1].startswith("re-feeding the text index: 100 of 100 sessions (100.0%)") and len(lines) == 4
+
+
 def test_status_shows_rate_and_time_left():
     st_ = StatusResult(
         service=ServiceStatus(phase="ingesting", files_ingested=10, rate_bytes_per_s=20e6),
@@ -138,15 +152,24 @@ def test_index_once_piped_prints_plain_lines_and_json_nothing_extra(corpus, shor
     assert json.loads(out.stdout)["files"] == 40
 
 
-def test_index_once_on_a_terminal_shows_a_live_bar(corpus, short_tmp):
+def test_index_once_says_how_far_the_text_index_is_refed(corpus, short_tmp):
+    from piwatchd.text.tantivy.index import text_dir
+
+    db = short_tmp / "r.sqlite3"
+    assert _cli("index", "--once", "--sessions", str(corpus), "--db", str(db)).returncode == 0
+    (text_dir(db) / "piwatch-layout").write_text("1 an-older-piwatch\n")  # as after an upgrade
+    out = _cli("index", "--once", "--sessions", str(corpus), "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    lines = [x for x in out.stderr.splitlines() if x.startswith("re-feeding the text index: ")]
+    assert lines[0].startswith("re-feeding the text index: 1 of 40 sessions (2.5%)"), out.stderr
+    assert lines[-1].startswith("re-feeding the text index: 40 of 40 sessions (100.0%)")
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """Run `piwatch` with stderr on a pseudo-terminal: (status, what the terminal got, stdout)."""
     main, sub = pty.openpty()
     env = {**os.environ, "PIWATCH_CONFIG": "/nonexistent/none.toml", "COLUMNS": "160", "TERM": "xterm"}
-    proc = subprocess.Popen(
-        [str(BIN / "piwatch"), "index", "--once", "--sessions", str(corpus), "--db", str(short_tmp / "t.sqlite3")],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=sub,
-    )
+    proc = subprocess.Popen([str(BIN / "piwatch"), *args], env=env, stdout=subprocess.PIPE, stderr=sub)
     os.close(sub)
     seen = b""
     while True:
@@ -163,10 +186,21 @@ def test_index_once_on_a_terminal_shows_a_live_bar(corpus, short_tmp):
             break
     proc.wait(60)
     os.close(main)
-    text = seen.decode("utf-8", "replace")
-    assert proc.returncode == 0
+    return proc.returncode, seen.decode("utf-8", "replace"), proc.stdout.read().decode()
+
+
+def test_index_once_on_a_terminal_shows_a_live_bar(corpus, short_tmp):
+    from piwatchd.text.tantivy.index import text_dir
+
+    db = short_tmp / "t.sqlite3"
+    code, text, out = _on_a_terminal("index", "--once", "--sessions", str(corpus), "--db", str(db))
+    assert code == 0
     assert "/40 files" in text and "MB/s" in text and " left" in text and "━" in text, text[-2000:]
-    assert "indexed 40 files" in proc.stdout.read().decode()
+    assert "indexed 40 files" in out
+    (text_dir(db) / "piwatch-layout").write_text("1 an-older-piwatch\n")  # as after an upgrade
+    code, text, out = _on_a_terminal("index", "--once", "--sessions", str(corpus), "--db", str(db))
+    assert code == 0 and "re-feeding text" in text and "of 40 sessions" in text, text[-2000:]
+    assert "indexed 40 files" in out
 
 
 def test_status_shows_rate_while_the_daemon_catches_up(short_tmp):

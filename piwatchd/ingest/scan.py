@@ -210,10 +210,12 @@ def index_once(
     progress: Callable[[IngestOutcome], None] | None = None,
     planned: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    refed: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Reconcile the index with the session files once, as the only writer
     (raises IndexBusy while piwatchd or another pass holds the index lock).
-    `workers`: ingest worker processes (None: as configured)."""
+    `workers`: ingest worker processes (None: as configured); `refed(done,
+    total)`: the text index's re-feed of owed sessions, before the scan."""
     from .. import workers as pool
     from ..config import load_settings, resolve_db, session_roots
 
@@ -226,7 +228,7 @@ def index_once(
         conn, rebuilt = open_or_rebuild(db_path, settings.engine)  # a corrupt index is rebuilt, as by the daemon
         writer = IndexWriter(conn)
         try:
-            writer.repay_text_debt()
+            writer.repay_text_debt(progress=refed)
             summary = reconcile(writer, roots, progress=progress, planned=planned)
             writer.refresh_statistics(force=True)
         finally:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ..colour import visible_controls
-from ..rates import RateMeter, format_duration, format_rate, time_left
+from ..rates import RateMeter, format_duration, format_rate, refeed_words, time_left
 
 __all__ = ["IndexProgress", "PLAIN_EVERY_SECONDS"]
 
@@ -34,25 +34,28 @@ class IndexProgress:
         self._last_line = clock()
         self._bar: Any = None
         self._task: Any = None
+        self._refeed_started: float | None = None
 
     def __enter__(self) -> IndexProgress:
         if self.mode == "bar":
             from rich.console import Console  # lazy: only a terminal needs it
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+            from rich.progress import BarColumn, Progress, TextColumn
 
             self._bar = Progress(
-                TextColumn("indexing"),
+                TextColumn("{task.description}"),
                 BarColumn(),
-                TextColumn("{task.fields[files]} files"),
-                DownloadColumn(),
+                TextColumn("{task.fields[files]}"),
+                TextColumn("{task.fields[mb]}"),
                 TextColumn("{task.fields[rate]}"),
-                TextColumn("{task.fields[left]} left"),
+                TextColumn("{task.fields[left]}"),
                 console=Console(file=self.out),
                 transient=True,
                 auto_refresh=True,
             )
             self._bar.__enter__()
-            self._task = self._bar.add_task("indexing", total=None, files="0/?", rate=format_rate(None), left="?")
+            self._task = self._bar.add_task(
+                "indexing", total=None, files="0/? files", mb="", rate=format_rate(None), left="? left"
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -71,6 +74,29 @@ class IndexProgress:
         self.files_total, self.bytes_total = files, nbytes
         self.meter.add(self.clock(), 0)
         self._show(force=True)
+
+    def refed(self, done: int, total: int) -> None:
+        """The text index's re-feed before the scan (an upgrade's new layout, a lost text
+        index): sessions done of total; a line at its start and end, and every `every` s."""
+        now = self.clock()
+        if self._refeed_started is None:
+            self._refeed_started = now
+        line = f"re-feeding the text index: {refeed_words(done, total, now - self._refeed_started)}"
+        if self.mode == "bar":
+            words = line.split(": ", 1)[1]
+            self._bar.update(
+                self._task,
+                description="re-feeding text",
+                completed=done,
+                total=total,
+                files=words,
+                mb="",
+                rate="",
+                left="",
+            )
+        elif self.mode == "lines" and (done in (1, total) or now - self._last_line >= self.every):
+            self._last_line = now
+            print(line, file=self.out, flush=True)
 
     def done(self, bytes_read: int) -> None:
         self.files += 1
@@ -94,7 +120,14 @@ class IndexProgress:
             f = self.figures()
             total = max(self.bytes_total, self.bytes)
             self._bar.update(
-                self._task, completed=self.bytes, total=total, files=f["files"], rate=f["rate"], left=f["left"]
+                self._task,
+                description="indexing",
+                completed=self.bytes,
+                total=total,
+                files=f"{f['files']} files",
+                mb=f["mb"],
+                rate=f["rate"],
+                left=f"{f['left']} left",
             )
         elif self.mode == "lines":
             now = self.clock()

@@ -60,7 +60,9 @@ def run(ns: argparse.Namespace) -> int:
                 if outcome.error and not ns.quiet and not ns.json:
                     view.note(f"{outcome.state}: {outcome.path}: {outcome.error}")
 
-            summary = index_once(ns.db, ns.sessions, progress=progress, planned=view.planned, workers=ns.workers)
+            summary = index_once(
+                ns.db, ns.sessions, progress=progress, planned=view.planned, workers=ns.workers, refed=view.refed
+            )
     except IndexBusy as exc:
         print(f"piwatch: {exc}: piwatchd keeps it current (`piwatch reindex` re-reads everything)", file=stderr)
         return 1

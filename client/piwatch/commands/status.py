@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..colour import visible_controls
-from ..rates import format_duration, format_rate, time_left
+from ..rates import format_duration, format_rate, refeed_words, time_left
 from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 
 __all__ = ["add_parser", "run", "format_status", "run_summary"]
@@ -52,15 +52,12 @@ def run_summary(svc: ServiceStatus) -> str:
 
 def refeed_summary(svc: ServiceStatus) -> str | None:
     """The start-up re-feed of the text index, in words (None when none runs). Pure."""
-    done, total = svc.refeed_done or 0, svc.refeed_total or 0
-    if not total:
+    if not svc.refeed_total:
         return None
-    per_second = done / svc.refeed_seconds if done and svc.refeed_seconds else None
-    left = format_duration((total - done) / per_second if per_second else None)
-    pace = f", {per_second:.1f} sessions/s, {left} left" if per_second else ""
+    figures = refeed_words(svc.refeed_done or 0, svc.refeed_total, svc.refeed_seconds)
     return (
-        f"re-feeding the text index from the session files: {done:,} of {total:,} sessions "
-        f"({done / total * 100:.1f}%){pace}; until then searches may miss the sessions not re-fed yet"
+        f"re-feeding the text index from the session files: {figures}; "
+        "until then searches may miss the sessions not re-fed yet"
     )
 
 
