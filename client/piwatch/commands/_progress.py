@@ -94,6 +94,8 @@ class IndexProgress:
                 rate="",
                 left="",
             )
+            if done in (1, total):
+                self._bar.refresh()  # its start and end are drawn however fast it goes
         elif self.mode == "lines" and (done in (1, total) or now - self._last_line >= self.every):
             self._last_line = now
             print(line, file=self.out, flush=True)
