@@ -251,3 +251,37 @@ def test_a_search_within_events_the_overlay_holds_skips_the_disk_and_finds_the_s
     assert len(searched) == 2
     text.commit()  # the overlay empties: the disk answers
     assert hits((1, 3), (1, 3)) == [3, 4, 5]
+
+
+def test_a_read_only_index_reloads_only_after_another_process_commits(text, monkeypatch):
+    """The CLI's read-only index (another process writes) reloads when the
+    writer's commit replaced meta.json, and not on every search."""
+    reader = TantivyText(text.path, writable=False)
+    reloads: list[int] = []
+    real = type(reader.index).reload
+    monkeypatch.setattr(reader, "index", _Counting(reader.index, reloads, real))
+    reader.refresh()
+    reader.refresh()
+    assert len(reloads) == 1 and frags(reader, "narwhal") == []
+    text.add([doc(7, 7, "a narwhal surfaced")])
+    text.commit()
+    reader.refresh()
+    assert len(reloads) == 2 and frags(reader, "narwhal") == [7]
+    generation = reader.generation
+    for _ in range(5):
+        reader.refresh()
+    assert len(reloads) == 2 and reader.generation == generation
+
+
+class _Counting:
+    """A tantivy.Index whose reloads are counted (its other methods pass through)."""
+
+    def __init__(self, index, reloads, real):
+        self._index, self._reloads, self._real = index, reloads, real
+
+    def reload(self):
+        self._reloads.append(1)
+        self._real(self._index)
+
+    def __getattr__(self, name):
+        return getattr(self._index, name)
