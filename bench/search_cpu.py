@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     if ns.classes:
         queries = {k: v for k, v in queries.items() if any(w in k for w in ns.classes.split(","))}
     client = Client(transport=LocalTransport(db), caller=ALL)
-    # The daemon's readers share the writer's index object and never reload
-    # it per search; a read-only user (the CLI) reloads each time. Register
-    # one shared object so the figures are the daemon's.
+    # The daemon's readers share the writer's index object and never look for
+    # another process's commits; a read-only user (the CLI) checks before each
+    # search. Register one shared object so the figures are the daemon's.
     register_text(TantivyText(text_dir(db), writable=False))
     if ns.profile:
         qs = next(v for k, v in queries.items() if ns.profile in k)
