@@ -248,3 +248,20 @@ def test_huge_recorded_values_are_bounded_in_every_listing(short_tmp):
             assert len(to_json(c.sessions())) < 10_000
     finally:
         w.stop()
+
+
+def test_status_counts_follow_every_commit_on_one_connection(vworld):
+    """Status's aggregates are remembered per connection until the index
+    changes: a new session shows at once, and callers asking on the same
+    connection never see each other's counts."""
+    with vworld.client({"all": True}) as c:
+        before = c.status()
+        assert c.status(caller=mine(vworld)).sessions == 3
+        assert c.status().sessions == before.sessions == 4
+        write(vworld.root, "a", "s-late", str(vworld.proj), "zebra late arrival")
+        wait_for(lambda: c.search("arrival").hits)
+        after = c.status()
+        assert after.sessions == 5 and after.events == before.events + 1
+        assert after.sources.total == before.sources.total + 1 and after.bytes.files > before.bytes.files
+        assert c.status(caller=mine(vworld)).sessions == 4
+        assert c.status(caller={"cwd": str(vworld.base / "proj2")}).sessions == 1

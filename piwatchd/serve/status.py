@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,23 +128,76 @@ def collect_status(
     leaving out the files of `exclude_sessions` (sessions the caller may see
     only in part: the caller adds back what it may see of them)."""
     scope = _scope(roots, exclude_sessions)
-    sessions, events = conn.execute(
-        f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {scope.sessions_where}",
-        scope.session_params,
-    ).fetchone()
-    sources, file_bytes, consumed_bytes = _sources(conn, scope)
+    counts = _counted(conn, scope, diagnostics_limit)
     db = Path(db_path)
     size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + engine_of(conn).index_bytes(db)
     return wire.StatusResult(
         db=str(db) if roots is None else None,
         index_bytes=size if roots is None else 0,
-        sources=sources,
+        sources=counts.sources,
+        sessions=counts.sessions,
+        events=counts.events,
+        bytes=counts.bytes,
+        diagnostics=counts.diagnostics,
+        redactions=counts.redactions,
+        service=_recorded_service(conn),  # ages and a pid's liveness: never remembered
+    )
+
+
+class _Counts(msgspec.Struct):
+    """What status aggregates over the index's rows (all of it changes only with a commit)."""
+
+    sessions: int
+    events: int
+    sources: wire.SourcesStatus
+    bytes: wire.BytesStatus
+    diagnostics: wire.DiagnosticsStatus
+    redactions: wire.RedactionStatus
+
+
+# Each reader connection's last aggregates: (the connection, its data_version
+# then, what was asked, the aggregates encoded). Bounded: connections come
+# and go with clients; a closed one is only held until it is pushed out.
+_COUNTED: dict[int, tuple[sqlite3.Connection, int, tuple[object, ...], bytes]] = {}
+_COUNTED_MAX = 64
+_COUNTED_LOCK = threading.Lock()
+
+
+def _counted(conn: sqlite3.Connection, scope: _Scope, diagnostics_limit: int) -> _Counts:
+    """The aggregates, computed again only when the index changed since this
+    connection last computed them (SQLite's data_version: another connection
+    committed). They cost 10-30 ms of SQL over 4,300 sessions and grow with the
+    index; `status` is polled (every second by the TUI) and mostly nothing changed.
+    Each caller gets its own copy (the op fills in what the caller may see)."""
+    version = conn.execute("PRAGMA data_version").fetchone()[0]
+    asked = (scope.sources_from, scope.sources_where, *scope.params, scope.sessions_where, *scope.session_params)
+    asked += (diagnostics_limit,)
+    with _COUNTED_LOCK:
+        last = _COUNTED.get(id(conn))
+    if last is not None and last[0] is conn and last[1] == version and last[2] == asked:
+        return msgspec.msgpack.decode(last[3], type=_Counts)
+    counts = _count(conn, scope, diagnostics_limit)
+    with _COUNTED_LOCK:
+        _COUNTED.pop(id(conn), None)
+        if len(_COUNTED) >= _COUNTED_MAX:
+            del _COUNTED[next(iter(_COUNTED))]
+        _COUNTED[id(conn)] = (conn, version, asked, msgspec.msgpack.encode(counts))
+    return counts
+
+
+def _count(conn: sqlite3.Connection, scope: _Scope, diagnostics_limit: int) -> _Counts:
+    sessions, events = conn.execute(
+        f"SELECT count(*), coalesce(sum(s.entry_count), 0) FROM sessions s WHERE {scope.sessions_where}",
+        scope.session_params,
+    ).fetchone()
+    sources, file_bytes, consumed_bytes = _sources(conn, scope)
+    return _Counts(
         sessions=sessions,
         events=events,
+        sources=sources,
         bytes=wire.BytesStatus(files=file_bytes, ingested=consumed_bytes, backlog=max(0, file_bytes - consumed_bytes)),
         diagnostics=_diagnostics(conn, scope, diagnostics_limit),
         redactions=_redactions(conn, scope.sessions_where, scope.session_params),
-        service=_recorded_service(conn),
     )
 
 
