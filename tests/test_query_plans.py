@@ -127,6 +127,7 @@ STATS = [
     ("relationships", "relationships_to", "33054 46 2"),
     ("sessions", "sessions_cwd", "720 24"),
     ("sessions", "sessions_cwd_real", "720 24"),
+    ("sessions", "sessions_parent", "720 2"),
     ("sessions", "sqlite_autoindex_sessions_1", "720 1"),
     ("sources", "sqlite_autoindex_sources_1", "720 1"),
     ("tree_facts", "tree_facts", "752 2 1"),

@@ -4,7 +4,8 @@ The index is a disposable read model of the Pi session files, so a schema
 change never migrates rows: when `PRAGMA user_version` differs from
 `SCHEMA_VERSION`, or the redaction rules' fingerprint differs from the one
 recorded in `index_meta` (`piwatchd.store.redaction`), the tables are dropped
-and every source is re-read.
+and every source is re-read. An index added to the same rows is only
+created (`_ADDED_INDEXES`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 10
+
+# Indexes added after an index file of this SCHEMA_VERSION may have been built:
+# its rows stay valid, so they are created in place (no rebuild).
+# sessions_parent: a session's forks (trace, visibility) without a scan of every session.
+_ADDED_INDEXES = ("CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_session)",)
 
 _TABLES = (
     "fragments",
@@ -102,6 +108,7 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
 CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
+CREATE INDEX sessions_parent ON sessions(parent_session);
 
 -- AUTOINCREMENT: rowids are never reused, so a text-index document of a
 -- deleted event can never name a different event later.
@@ -276,6 +283,8 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None, engine: 
         rules = load_settings().redact_rules
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION and stored_fingerprint(conn) == rules.fingerprint and index_engine(conn) == engine:
+        for ddl in _ADDED_INDEXES:
+            conn.execute(ddl)
         return False
     # Every engine's own tables too: the index may have been built by another.
     tables = [t for e in all_engines() for t in e.tables] + list(_TABLES)
