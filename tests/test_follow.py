@@ -451,8 +451,9 @@ def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
 
 
 def test_a_round_gives_way_to_running_requests_within_its_budget():
-    """Before each follow's search a round waits while requests run, a step at
-    a time, until its budget is spent; with nothing running it never waits."""
+    """Before each follow's search a round waits while requests run, twice as
+    long as it worked since its last wait (at least a step), until its budget
+    is spent; with nothing running it never waits."""
     from piwatchd.serve.follow import Pacer
 
     now = [0.0]
@@ -463,10 +464,12 @@ def test_a_round_gives_way_to_running_requests_within_its_budget():
         now[0] += timeout
         return False
 
-    pace = Pacer(busy, budget=0.25, step=0.1, clock=lambda: now[0])
-    for _ in range(6):
+    pace = Pacer(busy, budget=0.25, step=0.01, share=2.0, clock=lambda: now[0])
+    pace()  # nothing worked yet: one step
+    for worked in (0.002, 0.03, 0.04, 0.5, 0.01):
+        now[0] += worked  # a follow's search
         pace()
-    assert waits == pytest.approx([0.1, 0.1, 0.05]) and now[0] == pytest.approx(0.25)
+    assert waits == pytest.approx([0.01, 0.01, 0.06, 0.08, 0.09]) and sum(waits) == pytest.approx(0.25)
 
     idle_waits: list[float] = []
     pace = Pacer(lambda timeout: idle_waits.append(timeout) or True, budget=0.25, step=0.1, clock=lambda: 0.0)

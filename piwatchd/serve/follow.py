@@ -14,11 +14,12 @@ hold up the others: when a queue would exceed its bound, that subscription is
 dropped with a `slow_consumer` error and nothing more is queued for it.
 
 Standing queries give way to requests: while any request holds a slot,
-a round waits before each follow's search (`Pacer`, at most
-ROUND_YIELD_SECONDS a round). The hub's searches and a client's share one
-interpreter lock, so 100 follows matching every append (one per 0.2 s)
-doubled another client's search latency; a follow update may instead arrive
-up to ROUND_YIELD_SECONDS later while the daemon is answering requests.
+a round waits before each follow's search, twice as long as that search
+took (`Pacer`, at most ROUND_YIELD_SECONDS a round). The hub's searches and
+a client's share one interpreter lock, so 100 follows matching every append
+(one per 0.2 s) doubled another client's search latency; a follow update may
+instead arrive up to ROUND_YIELD_SECONDS later while the daemon is
+answering requests back to back.
 
 Memory: a subscription costs its args and a queue of at most
 `FOLLOW_QUEUE_HITS` hits; a connection with follows costs one pusher thread;
@@ -47,9 +48,11 @@ log = logging.getLogger("piwatchd.follow")
 
 EVENTS_PER_ROUND = 500  # new events searched at once (a catch-up commits thousands)
 
-# A round's waits for requests to finish, in all and at a time (`Pacer`).
-ROUND_YIELD_SECONDS = 0.25
-YIELD_STEP_SECONDS = 0.05
+# A round's waits for requests to finish (`Pacer`): in all, at least at a time, and
+# at most this many times the work done since the last wait.
+ROUND_YIELD_SECONDS = 1.0
+YIELD_STEP_SECONDS = 0.005
+YIELD_SHARE = 2.0
 
 # [(subscription, event rowids)], and the round's pacer (called before each search) -> for
 # each, its hits among those events, or why its search failed this round (the index is being
@@ -62,24 +65,30 @@ RequestsIdle = Callable[[float], bool]
 
 
 class Pacer:
-    """One round's giving way to requests: each call waits while requests
-    run, YIELD_STEP_SECONDS at most, until the round's budget is spent."""
+    """One round's giving way to requests: each call (before a follow's
+    search) waits while requests run, at most YIELD_SHARE times as long as
+    the round worked since the last call (at least YIELD_STEP_SECONDS), until
+    the round's budget is spent. While requests keep coming, a round so takes
+    about 1 / (1 + YIELD_SHARE) of the interpreter, and a request waits for
+    at most one follow's search at a time."""
 
     def __init__(
         self,
         idle: RequestsIdle,
         budget: float = ROUND_YIELD_SECONDS,
         step: float = YIELD_STEP_SECONDS,
+        share: float = YIELD_SHARE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.idle, self.left, self.step, self.clock = idle, budget, step, clock
+        self.idle, self.left, self.step, self.share, self.clock = idle, budget, step, share, clock
+        self._since = clock()
 
     def __call__(self) -> None:
-        if self.left <= 0:
-            return
         start = self.clock()
-        self.idle(min(self.step, self.left))
-        self.left -= self.clock() - start
+        if self.left > 0:
+            self.idle(min(self.left, max(self.step, (start - self._since) * self.share)))
+            self.left -= self.clock() - start
+        self._since = self.clock()
 
 
 # rowid -> up to `limit` event rowids above it, ascending.
