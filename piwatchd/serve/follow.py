@@ -14,7 +14,7 @@ hold up the others: when a queue would exceed its bound, that subscription is
 dropped with a `slow_consumer` error and nothing more is queued for it.
 
 Standing queries give way to requests: while any request holds a slot,
-a round waits before each follow's search, twice as long as that search
+a round waits before each follow's search, up to twice as long as that search
 took (`Pacer`, at most ROUND_YIELD_SECONDS a round). The hub's searches and
 a client's share one interpreter lock, so 100 follows matching every append
 (one per 0.2 s) doubled another client's search latency; a follow update may
