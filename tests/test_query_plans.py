@@ -21,6 +21,8 @@ from piwatch.client import Client, LocalTransport
 from test_read_trace import SID, seed_session, ts
 
 from piwatchd.ingest.scan import index_once
+from piwatchd.store.catalog import child_sessions
+from piwatchd.store.schema import ensure_schema, open_reader, open_writer
 
 FORK = "fork-1"
 
@@ -127,7 +129,7 @@ STATS = [
     ("relationships", "relationships_to", "33054 46 2"),
     ("sessions", "sessions_cwd", "720 24"),
     ("sessions", "sessions_cwd_real", "720 24"),
-    ("sessions", "sessions_parent", "720 2"),
+    ("sessions", "sessions_fork", "24 1"),
     ("sessions", "sqlite_autoindex_sessions_1", "720 1"),
     ("sources", "sqlite_autoindex_sources_1", "720 1"),
     ("tree_facts", "tree_facts", "752 2 1"),
@@ -240,6 +242,7 @@ def test_no_statement_scans_a_per_event_table(planned):
         ("(e.session_key, e.entry_id) IN (SELECT", "file_evidence_path"),
         ("f.call_id =", "fragments_call"),
         ("s.cwd_norm = ", "sessions_cwd"),
+        ("parent_session IN (", "sessions_fork"),
     ],
 )
 def test_lookups_use_their_index(planned, fragment, index):
@@ -247,3 +250,50 @@ def test_lookups_use_their_index(planned, fragment, index):
     seen = [(sql, lines) for _, plans in planned.values() for sql, lines in plans.items() if fragment in sql]
     assert seen, f"no statement with {fragment!r} ran"
     assert any(any(index in line for line in lines) for _, lines in seen), seen[:2]
+
+
+def _fork_lookup_plan(conn: sqlite3.Connection, roots: tuple[str, ...] | None) -> list[str]:
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    child_sessions(conn, ["some-parent", "/p/some-parent.jsonl"], exclude="some-parent", roots=roots)
+    conn.set_trace_callback(None)
+    (sql,) = [s for s in statements if "parent_session IN" in s]
+    return [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+
+
+@pytest.mark.parametrize("roots", [None, ("/work/proj",)])
+def test_a_history_without_forks_still_finds_forks_through_their_index(tmp_path, roots):
+    """Most histories have no fork: every parent_session is NULL. A full index
+    of that column then has statistics saying one lookup returns every
+    session (the 1 GB corpus: `4216 401`), and the planner walked every
+    session in id order instead. The partial index has no such row."""
+    conn = open_writer(tmp_path / "index.sqlite3", engine="fts5")
+    n = 2000
+    conn.executemany("INSERT INTO sources(source_id, path) VALUES (?, ?)", [(i, f"/p/{i}.jsonl") for i in range(n)])
+    conn.executemany(
+        "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, format, version) VALUES (?,?,?,?,?,'v3',3)",
+        [(f"s{i:05}", i, *[f"/work/proj{i % 30}"] * 3) for i in range(n)],
+    )
+    conn.execute("ANALYZE")  # the statistics of this history, as a real one has them
+    conn.commit()
+    conn.close()
+    conn = open_reader(tmp_path / "index.sqlite3")
+    try:
+        plan = _fork_lookup_plan(conn, roots)
+    finally:
+        conn.close()
+    assert any("USING INDEX sessions_fork" in line for line in plan), plan
+
+
+def test_an_index_file_with_the_full_parent_index_gets_the_partial_one_in_place(tmp_path):
+    db = tmp_path / "index.sqlite3"
+    conn = open_writer(db, engine="fts5")
+    conn.execute("DROP INDEX sessions_fork")
+    conn.execute("CREATE INDEX sessions_parent ON sessions(parent_session)")
+    conn.commit()
+    try:
+        assert ensure_schema(conn, engine="fts5") is False  # the rows stay: no rebuild
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+        assert "sessions_fork" in names and "sessions_parent" not in names
+    finally:
+        conn.close()

@@ -74,12 +74,13 @@ def child_sessions(
 ) -> list[str]:
     """Sessions whose recorded parent is one of `refs` (a session id or a
     source path, as Pi records it), ordered by id. With `roots`, only
-    sessions whose cwd lies under them: the lookup then walks the cwd index
-    over those sessions instead of every session."""
+    sessions whose cwd lies under them."""
     refs = [r for r in dict.fromkeys(refs) if r]
     if not refs:
         return []
-    where, params = f"parent_session IN ({','.join('?' * len(refs))})", list(refs)
+    # IS NOT NULL lets the planner use the partial index of forks (store.schema).
+    where = f"parent_session IS NOT NULL AND parent_session IN ({','.join('?' * len(refs))})"
+    params = list(refs)
     if roots is not None:
         clause, root_params = roots_clause("cwd_real", roots)
         where = f"{clause} AND {where}"

@@ -5,7 +5,7 @@ change never migrates rows: when `PRAGMA user_version` differs from
 `SCHEMA_VERSION`, or the redaction rules' fingerprint differs from the one
 recorded in `index_meta` (`piwatchd.store.redaction`), the tables are dropped
 and every source is re-read. An index added to the same rows is only
-created (`_ADDED_INDEXES`).
+created or replaced in place (`_INDEX_CHANGES`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,14 @@ __all__ = [
 
 SCHEMA_VERSION = 10
 
-# Indexes added after an index file of this SCHEMA_VERSION may have been built:
-# its rows stay valid, so they are created in place (no rebuild).
-# sessions_parent: a session's forks (trace, visibility) without a scan of every session.
-_ADDED_INDEXES = ("CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_session)",)
+# Index changes made after an index file of this SCHEMA_VERSION may have been
+# built: its rows stay valid, so they are made in place (no rebuild).
+# sessions_fork: a session's forks (trace, visibility) without a scan of every
+# session. Partial, because most histories have no fork at all: a full index
+# then holds one value (NULL) whose statistics say "a lookup returns every
+# session", and the planner walks the primary key in id order instead.
+_FORK_INDEX = "sessions_fork ON sessions(parent_session) WHERE parent_session IS NOT NULL"
+_INDEX_CHANGES = ("DROP INDEX IF EXISTS sessions_parent", f"CREATE INDEX IF NOT EXISTS {_FORK_INDEX}")
 
 _TABLES = (
     "fragments",
@@ -108,7 +112,6 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
 CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
-CREATE INDEX sessions_parent ON sessions(parent_session);
 
 -- AUTOINCREMENT: rowids are never reused, so a text-index document of a
 -- deleted event can never name a different event later.
@@ -283,14 +286,16 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None, engine: 
         rules = load_settings().redact_rules
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION and stored_fingerprint(conn) == rules.fingerprint and index_engine(conn) == engine:
-        for ddl in _ADDED_INDEXES:
+        for ddl in _INDEX_CHANGES:
             conn.execute(ddl)
         return False
     # Every engine's own tables too: the index may have been built by another.
     tables = [t for e in all_engines() for t in e.tables] + list(_TABLES)
     drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in tables)
     # One script, one transaction: a crash leaves the old schema or the new.
-    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA}{text.schema_sql};PRAGMA user_version = {SCHEMA_VERSION};")
+    conn.executescript(
+        f"BEGIN IMMEDIATE;{drops}{_SCHEMA}CREATE INDEX {_FORK_INDEX};{text.schema_sql};PRAGMA user_version = {SCHEMA_VERSION};"
+    )
     try:
         conn.execute("INSERT INTO index_meta(key, value) VALUES ('engine', ?)", (engine,))
         record_rules(conn, rules)
