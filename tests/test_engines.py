@@ -26,6 +26,7 @@ from piwatchd.store.schema import open_reader
 from piwatchd.text.engine import index_engine
 from piwatchd.text.query import QueryError, SearchFilters, SearchRequest
 from piwatchd.text.search import search
+from piwatchd.text.tantivy import search as tantivy_search
 
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(900)]
 
@@ -283,11 +284,14 @@ def test_state_changes_reach_the_text_index(indexes, grown, queries):
     assert not differences, differences[:10]
 
 
-def test_tied_scores_order_newest_first_alike(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dear_fetch_s", [1e9, 0.0], ids=["fetches-grow-4x", "fetches-grow-16x"])
+def test_tied_scores_order_newest_first_alike(tmp_path, monkeypatch, dear_fetch_s):
     """Hundreds of events score exactly alike (the same text): both engines
     order them newest first, then by session and position, page after page,
     with the higher-scoring events before them all. More ties than Tantivy's
-    first fetch, so its tie fetching and its rows-read cut are both exercised."""
+    first fetch, so its tie fetching and its rows-read cut are both exercised,
+    with fetches growing by 4 (cheap ones) and by 16 (dear ones)."""
+    monkeypatch.setattr(tantivy_search, "DEAR_FETCH_S", dear_fetch_s)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from conftest import jsonl, msg, v3_header
 
