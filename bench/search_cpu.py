@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-class", type=int, default=60)
     ap.add_argument("--classes", help="only the classes whose names contain one of these comma-separated words")
     ap.add_argument("--profile", help="profile this class (cProfile, top 40 by cumulative time)")
+    ap.add_argument("--sort", default="cumulative", help="the profile's order: cumulative or tottime")
     ap.add_argument("--json", help="also write the figures to this file")
     ns = ap.parse_args(argv)
     cdir, m = corpus(parse_bytes(ns.bytes), ns.seed, ns.shape)
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         for x in qs:
             _one(client, x)
         prof.disable()
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(prof).sort_stats(ns.sort).print_stats(40)
         return 0
     report = {name: run_class(client, qs) for name, qs in queries.items()}
     report["status"] = status_cpu(client)

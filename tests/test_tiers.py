@@ -180,6 +180,19 @@ def test_repairs_of_compounds_and_the_next_candidate(served, query, repair, entr
     assert hits(r)[0] == (entry, "repaired")
 
 
+def test_a_misspelt_inflection_is_repaired_by_its_stem(served):
+    """`uplaoding`: no index word is within 2 edits of it (the text says
+    `upload`, `uploads`), but its stem `uplaod` is one edit from `upload`;
+    the repaired stem finds its words as written, then its forms."""
+    r = served.search("uplaoding retried")
+    if served.engine == "fts5":
+        assert hits(r) == []
+        return
+    assert [(x.word, x.replacement) for x in r.repairs] == [("uplaoding", "upload")]
+    assert hits(r) == [("retry", "repaired"), ("retry_exact", "repaired")]
+    assert r.hits[0].matched == ["uplaoding", "retried"]
+
+
 def test_a_repair_never_names_a_word_the_caller_cannot_see(served):
     hidden = served.search("zanzibarin gateway", caller={"cwd": str(served.proj)})
     assert hidden.repairs == [] and hidden.hits == []

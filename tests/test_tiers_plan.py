@@ -115,7 +115,16 @@ def test_splitting_never_fails_and_keeps_letters(text):
 
 @pytest.mark.parametrize(
     ("word", "distance"),
-    [("abc", 0), ("abcd", 1), ("migraton", 2), ("seven77", 1), ("a-b-c-d", 0), ("x" * 33, 0)],
+    [
+        ("abc", 0),
+        ("abcd", 1),
+        ("migraton", 2),
+        ("seven77", 1),
+        ("a-b-c-d", 0),
+        ("x" * 33, 0),
+        ("during", 0),
+        ("Where", 0),
+    ],
 )
 def test_repair_distance(word, distance):
     assert repair_distance(word) == distance

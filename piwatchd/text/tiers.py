@@ -66,8 +66,10 @@ STOP_WORDS = frozenset(
 
 
 def repair_distance(word: str) -> int:
-    """How far a repair of `word` may be: 0 (never), 1, or 2 for long words."""
-    if not MIN_REPAIR_CHARS <= len(word) <= MAX_REPAIR_CHARS or not word.isalnum():
+    """How far a repair of `word` may be: 0 (never), 1, or 2 for long words.
+    A stop-word is never repaired: one missing from a history (`during`) is
+    a word it does not hold, not a misspelling of one it does."""
+    if not MIN_REPAIR_CHARS <= len(word) <= MAX_REPAIR_CHARS or not word.isalnum() or word.lower() in STOP_WORDS:
         return 0
     return 2 if len(word) >= 8 else 1
 

@@ -18,7 +18,7 @@ from tantivy import Occur, Query
 
 from ..identifiers import identifier_parts
 from ..query import SearchFilters, Term
-from ..tiers import edits1, edits1_changing_prefix, idf, rank_repairs, repair_distance
+from ..tiers import STOP_WORDS, edits1, edits1_changing_prefix, idf, rank_repairs, repair_distance
 from .index import FORMS_FIELD, TantivyText, within_docs
 
 __all__ = [
@@ -196,7 +196,9 @@ MAX_REPAIR_OPTIONS = 3
 MAX_REPAIRED_WORDS = 3
 
 
-def _vocabulary(text: TantivyText, word: str) -> tuple[dict[str, int], dict[str, int]]:
+def _vocabulary(
+    text: TantivyText, word: str, fields: tuple[str, ...] = ("text",)
+) -> tuple[dict[str, int], dict[str, int]]:
     """Index words near `word`: every spelling one edit away that has
     postings, and for words that may be 2 edits away, the words sharing
     their first PREFIX_CHARS characters. That walk, when complete, holds
@@ -213,16 +215,17 @@ def _vocabulary(text: TantivyText, word: str) -> tuple[dict[str, int], dict[str,
     walked: list[tuple[str, int]] = []
     complete = False
     if repair_distance(word) > 1:
-        walked = searcher.terms_with_prefix("text", word[:PREFIX_CHARS], limit=PREFIX_TERMS_MAX)
-        complete = len(walked) < PREFIX_TERMS_MAX
+        lists = [searcher.terms_with_prefix(f, word[:PREFIX_CHARS], limit=PREFIX_TERMS_MAX) for f in fields]
+        complete = all(len(listed) < PREFIX_TERMS_MAX for listed in lists)
+        walked = [pair for listed in lists for pair in listed]
     for candidate in edits1_changing_prefix(word, PREFIX_CHARS) if complete else edits1(word):
-        df = searcher.doc_freq("text", candidate)
+        df = sum(searcher.doc_freq(f, candidate) for f in fields)
         if df:
             found[candidate] = df
             near[candidate] = 1
     for term, df in walked:
         if abs(len(term) - len(word)) <= 2:
-            found[term] = df
+            found[term] = found.get(term, 0) + df
     return found, near
 
 
@@ -246,6 +249,26 @@ def _term_repairs(text: TantivyText, term: Term) -> list[str]:
     return text.memo(("repairs", term.text), lambda: _spellings(text, term))
 
 
+# Stems are listed in `forms` (those of inflected words) and in `text`
+# (words that are their own stem).
+_STEM_VOCABULARY = (FORMS_FIELD, "text")
+
+
+def _stem_repairs(text: TantivyText, token: str) -> list[str]:
+    """Repairs of a misspelt inflection (`laqptops`, `publuishing`): its
+    stem repaired among the index's stems (laptop, publish), when no word
+    is close enough to the token itself, the right word's inflection being
+    absent (the text says `laptop`). The repair is that stem, searched by
+    its forms as any word, within the stem's `repair_distance`. Never a
+    stop-word (`with` for `piths`): a short stem is near many of them."""
+    stems = text.forms_analyzer.analyze(token)
+    if len(stems) != 1 or stems[0] == token or not repair_distance(token):
+        return []
+    found, near = _vocabulary(text, stems[0], _STEM_VOCABULARY)
+    found = {term: df for term, df in found.items() if term not in STOP_WORDS}
+    return rank_repairs(stems[0], found, MAX_REPAIR_OPTIONS, near)
+
+
 def _spellings(text: TantivyText, term: Term) -> list[str]:
     tokens = text.tokens(term.text)
     choices: list[list[str]] = []
@@ -254,6 +277,8 @@ def _spellings(text: TantivyText, term: Term) -> list[str]:
             choices.append([token])
             continue
         ranked = rank_repairs(token, *_near(text, token)) if repair_distance(token) else []
+        if not ranked:
+            ranked = _stem_repairs(text, token)
         if not ranked:
             return []
         choices.append(ranked)
