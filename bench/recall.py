@@ -8,6 +8,8 @@ some of their words, beside a background corpus; both are written by the real
 Pi SessionManager (tests/pi/gen.mjs `corpus` and `texts` modes). A real
 `piwatchd` indexes them, and each query goes over its Unix socket from the
 fact's project's workspace caller (`{"cwd": project}`, the Pi tool's caller).
+Beside the five hand-written shapes, two of seeded random typos
+(`GENERATED`) check the typo repair on misspellings nobody chose.
 
 Every fact is asked in up to five shapes: its exact words, other
 inflections, identifier parts (facts holding identifiers), an agent-style
@@ -30,6 +32,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +50,11 @@ from bench.search import Daemon
 
 FACTS = REPO / "bench" / "recall_facts.toml"
 SHAPES = ("exact", "forms", "parts", "question", "typo")
+# Typos nobody chose to suit the index: one seeded random edit (a deletion,
+# insertion, substitution or transposition anywhere in the word, its first
+# letters too) of one word of 5+ letters of the fact's exact or forms query.
+GENERATED = {"typo, generated": "exact", "typo of a form, generated": "forms"}
+ALL_SHAPES = (*SHAPES, *GENERATED)
 TIERS = ("exact", "forms", "repaired", "partial")
 K = 10
 _ITEM_KEYS = ("role", "text", "command", "tool", "args", "isError", "exitCode", "say")
@@ -97,6 +106,34 @@ def planted(facts: dict[str, Any]) -> tuple[Path, list[dict[str, Any]]]:
     return Path(manifest["sessionsDir"]), records
 
 
+def random_edit(word: str, rng: random.Random) -> str:
+    """`word` with one random edit that changes it."""
+    while True:
+        i = rng.randrange(len(word))
+        kind = rng.choice(("delete", "insert", "substitute", "transpose"))
+        c = rng.choice("abcdefghijklmnopqrstuvwxyz")
+        typo = {
+            "delete": word[:i] + word[i + 1 :],
+            "insert": word[:i] + c + word[i:],
+            "substitute": word[:i] + c + word[i + 1 :],
+            "transpose": word[:i] + word[i + 1 : i + 2] + word[i] + word[i + 2 :],
+        }[kind]
+        if typo.lower() != word.lower():
+            return typo
+
+
+def add_generated_typos(records: list[dict[str, Any]], seed: int) -> None:
+    """Give each record its GENERATED queries (seeded: the same every run)."""
+    rng = random.Random(seed)
+    for rec in records:
+        for shape, base in GENERATED.items():
+            query = rec["queries"].get(base) or ""
+            words = re.findall(r"[A-Za-z]{5,}", query)
+            if words:
+                word = rng.choice(words)
+                rec["queries"] = {**rec["queries"], shape: query.replace(word, random_edit(word, rng), 1)}
+
+
 def tier_of(hit: Any) -> str:
     """The hit's tier label; an index without tiers answers exactly."""
     return getattr(hit, "tier", None) or "exact"
@@ -111,7 +148,7 @@ def ask(client: Client, query: str, cwd: str) -> tuple[list[Any], float, Any]:
 def run_facts(client: Client, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for rec in records:
-        for shape in SHAPES:
+        for shape in ALL_SHAPES:
             query = rec["queries"].get(shape)
             if not query:
                 continue
@@ -170,7 +207,7 @@ def run_negatives(client: Client, negatives: list[dict[str, Any]]) -> list[dict[
 
 def summarize(rows: list[dict[str, Any]], negatives: list[dict[str, Any]]) -> dict[str, Any]:
     shapes = {}
-    for shape in SHAPES:
+    for shape in ALL_SHAPES:
         sel = [r for r in rows if r["shape"] == shape]
         if not sel:
             continue
@@ -265,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     facts = load_facts()
     cdir, m = corpus(parse_bytes(ns.bytes), ns.seed, "many-small")
     facts_dir, records = planted(facts)
+    add_generated_typos(records, ns.seed)
     res = index_and_ask(cdir / "sessions", facts_dir, ns.engine, facts, records)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     report = {
