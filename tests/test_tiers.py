@@ -37,6 +37,8 @@ TEXTS = {
     "feature": "turned on the feature flags for beta",
     "backup": "the backup failure left stale snapshots",
     "migrations": "two migrations were merged into one",
+    "airflow": "granted the airflow-worker role read access",
+    "queue": "the work queue drained by noon",
     # One event, two fragments: its text and its tool call.
     "spread": [
         {"type": "text", "text": "reran the flaky suite overnight"},
@@ -191,6 +193,18 @@ def test_a_misspelt_inflection_is_repaired_by_its_stem(served):
     assert [(x.word, x.replacement) for x in r.repairs] == [("uplaoding", "upload")]
     assert hits(r) == [("retry", "repaired"), ("retry_exact", "repaired")]
     assert r.hits[0].matched == ["uplaoding", "retried"]
+
+
+def test_a_compound_words_parts_match_by_derivations_in_the_partial_tier(served):
+    """`worke` has postings by its stem (`work`, another event's), so it is
+    not repaired, and `airflow-worker` stems to airflow, worker: the part
+    matches by a derivation of its stem, as a one-part word would."""
+    r = served.search("airflow-worke role")
+    if served.engine == "fts5":
+        assert hits(r) == []
+        return
+    assert hits(r) == [("airflow", "partial")]
+    assert r.hits[0].matched == ["airflow-worke", "role"] and r.hits[0].missing == []
 
 
 def test_a_repair_never_names_a_word_the_caller_cannot_see(served):

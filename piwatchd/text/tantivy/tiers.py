@@ -129,16 +129,25 @@ DERIVED_EXTRA = 3
 DERIVED_TERMS = 64  # vocabulary terms listed per field and stem
 
 
+# A compound word's parts get derivations too, the first few of them (each
+# costs two term-dictionary walks).
+DERIVED_PARTS_MAX = 4
+
+
 def _derived(text: TantivyText, term: Term) -> list[str]:
-    """The stems a bare word's stem derives from or into (not itself)."""
-    return text.memo(("derived", term.text, term.phrase), lambda: _derivations(text, term))
-
-
-def _derivations(text: TantivyText, term: Term) -> list[str]:
+    """The stems a bare one-part word's stem derives from or into (not itself)."""
     tokens = forms_tokens(text, term)
-    if len(tokens) != 1 or len(tokens[0]) < MIN_DERIVED:
+    return _stem_derived(text, tokens[0]) if len(tokens) == 1 else []
+
+
+def _stem_derived(text: TantivyText, stem: str) -> list[str]:
+    return text.memo(("derived", stem), lambda: _derivations(text, stem))
+
+
+def _derivations(text: TantivyText, stem: str) -> list[str]:
+    if len(stem) < MIN_DERIVED:
         return []
-    stem, searcher = tokens[0], text.index.searcher()
+    searcher = text.index.searcher()
     out: set[str] = set()
     for name in (FORMS_FIELD, "text"):
         for t, _ in searcher.terms_with_prefix(name, stem, limit=DERIVED_TERMS):
@@ -150,8 +159,26 @@ def _derivations(text: TantivyText, term: Term) -> list[str]:
 
 
 def _derived_query(text: TantivyText, term: Term, within: Query | None = None) -> Query | None:
-    derived = [(Occur.Should, _stem_query(text, t, within)) for t in _derived(text, term)]
-    return Query.boolean_query(derived) if derived else None
+    """The word by derivations: a one-part word by any of its stem's; a
+    compound one (`airflow-worke`) by every part, each by its stem or one of
+    its derivations (so a typo that stems to a real word, worke -> work,
+    still meets `airflow-worker`). None when there are none."""
+    tokens = forms_tokens(text, term)
+    if len(tokens) == 1:
+        derived = [(Occur.Should, _stem_query(text, t, within)) for t in _stem_derived(text, tokens[0])]
+        return Query.boolean_query(derived) if derived else None
+    alternatives = [
+        [part, *(_stem_derived(text, part) if i < DERIVED_PARTS_MAX else [])] for i, part in enumerate(tokens)
+    ]
+    if all(len(alts) == 1 for alts in alternatives):
+        return None
+    parts = []
+    for alts in alternatives:
+        leaves = [_stem_query(text, a, within) for a in alts]
+        parts.append(
+            (Occur.Must, leaves[0] if len(leaves) == 1 else Query.boolean_query([(Occur.Should, q) for q in leaves]))
+        )
+    return Query.boolean_query(parts)
 
 
 def partial_match_query(text: TantivyText, term: Term, within: Query | None = None) -> Query:
