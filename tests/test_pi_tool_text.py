@@ -288,6 +288,19 @@ def test_no_hits_advice_names_only_forms_that_work(world):
     assert "No hits" in text and "*" not in text.split("No hits", 1)[1]  # no prefix* advice
 
 
+def test_no_hits_counts_each_word_by_itself(world):
+    """No event holds both words: the text gives each word's events by
+    itself and asks the model to search again with the ones held."""
+    (r,) = world.calls(("search", {"query": "quarzite zzqqxx", "limit": 5}))
+    result, text = r["result"], r["text"]
+    assert result["hits"] == [] and [w["word"] for w in result["words"]] == ["quarzite", "zzqqxx"]
+    assert result["words"][0]["events"] > 0 and result["words"][1]["events"] == 0
+    check_fields("search", result, text)
+    assert "Search again with fewer of the words these sessions hold (quarzite)" in text, text
+    (none,) = world.calls(("search", {"query": "zzqqxx nonexistent", "limit": 5}))
+    assert "None of the words occurs in these sessions." in none["text"], none["text"]
+
+
 # -- every field in the text ------------------------------------------------------------------------
 
 
@@ -372,6 +385,10 @@ SEARCH_RULES = {
     "repairs[].word": lambda v, o, r: f"{v} → ",
     "repairs[].replacement": lambda v, o, r: f" → {v}",
     "relaxed": lambda v, o, r: "every query word as written; " if v else None,
+    # a query that found nothing: each word by itself
+    "words[].word": lambda v, o, r: f"{v} (",
+    "words[].events": lambda v, o, r: f"({v} event" if v else "(no event)",
+    "words[].more": lambda v, o, r: "or more)" if v else None,
 }
 SEARCH_RULES |= {
     f"sessions[].evidence.{k[len('hits[].') :]}": rule for k, rule in SEARCH_RULES.items() if k.startswith("hits[].")

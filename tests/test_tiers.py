@@ -284,6 +284,37 @@ def test_never_said_gets_no_exact_or_forms_hit(served, query):
     assert not [h for h in r.hits if h.tier in ("exact", "forms")]
 
 
+def test_a_query_that_finds_nothing_counts_each_word_by_itself(served):
+    """No event holds both words: the result says how many events hold
+    each, among those the caller may see only (another project's word
+    counts 0 for this project's caller), on both engines alike."""
+    cwd = {"cwd": str(served.proj)}
+    mine = served.search("lunch zanzibarian", caller=cwd)
+    assert mine.hits == []
+    assert [(w.word, w.events, w.more) for w in mine.words] == [("lunch", 1, False), ("zanzibarian", 0, False)]
+    every = served.search("lunch zanzibarian")
+    assert [(w.word, w.events) for w in every.words] == [("lunch", 1), ("zanzibarian", 1)]
+    # A word's own matches: its repair (zanzibarian) is another word.
+    typo = served.search("lunch zanzibarin")
+    assert typo.hits == [] and [(w.word, w.events) for w in typo.words] == [("lunch", 1), ("zanzibarin", 0)]
+    grouped = served.search("lunch zanzibarian", caller=cwd, group="session")
+    assert grouped.sessions == [] and [w.events for w in grouped.words] == [1, 0]
+    # Not for a later page, a one-word query (its result is its count), nor a query with hits.
+    assert served.search("lunch zanzibarian", caller=cwd, offset=5).words is None
+    assert served.search("zanzibarian", caller=cwd).words is None
+    assert served.search("lunch plans", caller=cwd).words is None
+    env = {**os.environ, "PIWATCH_SOCKET": str(served.socket)}
+    out = subprocess.run(
+        [PIWATCH, "search", "--color", "never", "lunch", "zanzibarian"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=served.proj,  # the CLI searches its workspace's sessions
+    )
+    assert "by itself: lunch in 1 event, zanzibarian in no event" in out.stdout, out.stdout + out.stderr
+
+
 def test_cli_shows_dividers_labels_and_did_you_mean(served):
     if served.engine == "fts5":
         pytest.skip("the FTS5 engine has the exact tier only")

@@ -180,6 +180,21 @@ def test_typing_searches_scope_filters_preview_and_trace(world):
     _run(go())
 
 
+def test_nothing_found_shows_each_word_by_itself(world):
+    """No event holds both words: the preview says which the history holds by itself."""
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press(*"release zzqqxx")
+            await _until(pilot, lambda: app.shown_query == "release zzqqxx")
+            assert app.hits == []
+            await _until(pilot, lambda: "by itself:" in app.preview_text)
+            assert "release in 1 event, zzqqxx in no event" in app.preview_text
+
+    _run(go())
+
+
 def test_late_answers_to_older_queries_never_show(world):
     from piwatch.tui import Backend, SearchApp
 

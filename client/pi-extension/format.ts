@@ -25,6 +25,7 @@ import type {
 	SessionHit,
 	Target,
 	TraceResult,
+	WordCount,
 } from "./wire.ts";
 
 export const MAX_OUTPUT_BYTES = 50_000;
@@ -183,6 +184,20 @@ function relaxationNotes(result: SearchResult, exactPart: string, weaker: string
 	return out;
 }
 
+/** A query that found nothing: each word by itself, so the model asks again with the words the history holds. */
+function wordsAloneLines(result: SearchResult): string[] {
+	const words: WordCount[] = arr(result?.words);
+	if (!words.length) return [];
+	const count = (w: WordCount): string => (Number(w.events) > 0 ? `${plural(Number(w.events), "event")}${w.more ? " or more" : ""}` : "no event");
+	const held = words.filter((w) => Number(w.events) > 0).map((w) => w.word);
+	return [
+		`No event holds enough of these words together. Each word by itself, in the sessions searched: ${words.map((w) => `${w.word} (${count(w)})`).join(", ")}.`,
+		held.length
+			? `Search again with fewer of the words these sessions hold (${held.join(", ")}) before concluding the history does not have it.`
+			: "None of the words occurs in these sessions.",
+	];
+}
+
 /** A session of a grouped search: what it is, when it ran, how much matched, and its strongest event. */
 function sessionLines(s: SessionHit, n: number, capped: boolean): string[] {
 	const name = s.sessionName ? `session "${short(str(s.sessionName), 80)}"` : "unnamed session";
@@ -217,6 +232,7 @@ function formatSessions(query: string, result: SearchResult, warnings: Notice[],
 		lines.push("No hits so far, but the history is still being indexed (see the note above): search again shortly before concluding it is not there.");
 	} else {
 		lines.push('No hits in the sessions this project may see. Try other distinctive words, fewer words, a shorter "quoted phrase", or fewer filters.');
+		lines.push(...wordsAloneLines(result));
 	}
 	if (result?.hasMore) lines.push(`More sessions: repeat with offset=${offset + sessions.length}.`);
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));
@@ -250,6 +266,7 @@ export function formatSearch(query: string, result: SearchResult, warnings: Noti
 		lines.push("No hits so far, but the history is still being indexed (see the note above): search again shortly before concluding it is not there.");
 	} else {
 		lines.push('No hits in the sessions this project may see. Try other distinctive words, fewer words, a shorter "quoted phrase", or fewer filters.');
+		lines.push(...wordsAloneLines(result));
 	}
 	if (result?.hasMore) lines.push(`More hits: repeat with offset=${offset + hits.length}.`);
 	lines.push(...freshnessNotes(freshness), ...warningNotes(warnings));

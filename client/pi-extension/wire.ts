@@ -290,6 +290,7 @@ export interface SearchResult {
 	repairs?: Repair[];
 	scope?: SearchScope | null;
 	sessions?: SessionHit[] | null;
+	words?: WordCount[] | null;
 }
 
 export interface SearchScope {
@@ -368,4 +369,10 @@ export interface UnfollowArgs {
 export interface UnfollowResult {
 	stopped: boolean;
 	subscription: number;
+}
+
+export interface WordCount {
+	events: number;
+	more?: boolean;
+	word: string;
 }

@@ -239,7 +239,10 @@ class SearchApp(App[None]):
         if self.hits:
             self._preview(0, settle=PREVIEW_AFTER_TYPING)
         else:
-            self._set_preview("")
+            from .commands.search import words_alone
+
+            # Nothing found: which of the words the history holds by themselves.
+            self._set_preview(visible_controls(words_alone(result) or "") if result is not None else "")
 
     def _show_scope(self, result: Any = None, problems: list[str] | None = None) -> None:
         parts = [f"scope: {self.state.scope_label()}"]

@@ -150,6 +150,8 @@ class SearchRequest:
     offset: int = 0
     exact: bool = False  # the exact tier only: no word forms, repairs or partial matches
     group: str = "event"  # "session": limit and offset count sessions (index/grouping.py)
+    # The exact and forms tiers only: a word's own matches, not a repair of it (`SearchResult.words`).
+    own_forms: bool = False
 
 
 def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:

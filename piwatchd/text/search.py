@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import get_args
@@ -20,7 +21,8 @@ from piwatch import wire
 from .engine import TextEngine, engine_of
 from .grouping import GROUP_EVENTS_MAX, SessionPager
 from .hits import SNIPPET_MAX_CHARS, HitRow, make_snippet, time_limit
-from .query import QueryTimeout, SearchRequest, validate_page
+from .query import QueryTimeout, SearchRequest, parse_query, validate_page
+from .tiers import content_terms
 
 __all__ = ["search", "make_snippet", "iso_time", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
 
@@ -39,12 +41,53 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
     engine = engine_of(conn)
     deadline = time.monotonic() + timeout if timeout else None
     if request.group == "session":
-        return _grouped(conn, request, engine, deadline, timeout)
-    need = request.offset + request.limit + 1
+        result = _grouped(conn, request, engine, deadline, timeout)
+    else:
+        need = request.offset + request.limit + 1
+        with time_limit(conn, timeout):
+            rows, snippets, repairs = engine.ranked_page(conn, request, need, deadline, None)
+        shown = rows[: request.limit]
+        result = _result(request, _hits(shown, snippets), len(rows) > request.limit, shown, repairs)
+    if request.offset == 0 and not result.hits and not result.sessions:
+        result.words = _word_counts(conn, request, engine, deadline, timeout)
+    return result
+
+
+def _word_counts(
+    conn: sqlite3.Connection,
+    request: SearchRequest,
+    engine: TextEngine,
+    deadline: float | None,
+    timeout: float | None,
+) -> list[wire.WordCount] | None:
+    """Each content word of a query that found nothing, by itself: the events
+    the caller may see that hold it, as the query matches it (as written,
+    and by its forms unless `exact`; a repair of it is not it), with every
+    filter. Without them a caller learns only that no event holds enough of
+    its words together, and concludes the history holds none of them.
+    One ranked search per word and tier (`own_forms`: exact, then forms; no
+    repair is looked up) on the one search path, nothing projected (no
+    snippet is chosen), at most WORD_COUNTS_MAX words of WORD_COUNT_MAX + 1
+    events each. None for a query of fewer than 2 content words (its result
+    is its word's count)."""
+    words = content_terms(parse_query(request.query))
+    if len(words) < 2:
+        return None
+    counts = []
     with time_limit(conn, timeout):
-        rows, snippets, repairs = engine.ranked_page(conn, request, need, deadline, None)
-    shown = rows[: request.limit]
-    return _result(request, _hits(shown, snippets), len(rows) > request.limit, shown, repairs)
+        for term in words[: wire.WORD_COUNTS_MAX]:
+            word = f'"{term.text}"' if term.phrase else term.text
+            alone = replace(request, query=word, limit=wire.WORD_COUNT_MAX, own_forms=True)
+            rows, _, _ = engine.ranked_page(conn, alone, wire.WORD_COUNT_MAX + 1, deadline, _no_snippets)
+            n = len(rows)
+            counts.append(
+                wire.WordCount(word=term.text, events=min(n, wire.WORD_COUNT_MAX), more=n > wire.WORD_COUNT_MAX)
+            )
+    return counts
+
+
+def _no_snippets(session_ids: Sequence[str]) -> list[int]:
+    return []
 
 
 def _grouped(

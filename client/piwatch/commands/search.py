@@ -13,7 +13,7 @@ from ..timeparse import parse_time
 from ..wire import Hit, SearchResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
-__all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions"]
+__all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions", "words_alone"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -130,6 +130,20 @@ def _repairs_line(result: SearchResult) -> str | None:
     return "did you mean: " + ", ".join(f"{r.word} → {r.replacement}" for r in result.repairs)
 
 
+def words_alone(result: SearchResult) -> str | None:
+    """A query that found nothing: how many events hold each of its words by itself."""
+    if not result.words:
+        return None
+    counts = [f"{w.word} {_events(w.events, w.more)}" for w in result.words]
+    return "no event holds enough of the words together; by itself: " + ", ".join(counts)
+
+
+def _events(n: int, more: bool) -> str:
+    if n == 0:
+        return "in no event"
+    return f"in {n}{'+' if more else ''} event{'' if n == 1 and not more else 's'}"
+
+
 def _words_line(hit: Hit) -> str | None:
     if hit.tier == "exact" or hit.matched is None:
         return None
@@ -155,6 +169,9 @@ def print_hits(result: SearchResult, out: TextIO | SafeText, colour: bool | None
         roots = result.scope.roots if result.scope else None
         where = f" in the sessions of {', '.join(roots)} (--all searches every project)" if roots else ""
         print(f"no hits{where}", file=out)
+        alone = words_alone(result)
+        if alone:
+            print(alone, file=out)
         return
     repairs = _repairs_line(result)
     if repairs:

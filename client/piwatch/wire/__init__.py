@@ -38,6 +38,8 @@ from .base import (
     PATH_MAX,
     SESSIONS_QUERY_HITS,
     WINDOW_MAX,
+    WORD_COUNT_MAX,
+    WORD_COUNTS_MAX,
     Request,
     Wire,
     clip,
@@ -111,6 +113,7 @@ from .results import (
     TowardLeaf,
     TraceResult,
     UnfollowResult,
+    WordCount,
 )
 from .status import (
     BytesStatus,
@@ -210,7 +213,10 @@ __all__ = [
     "UnfollowArgs",
     "UnfollowResult",
     "WINDOW_MAX",
+    "WORD_COUNTS_MAX",
+    "WORD_COUNT_MAX",
     "Wire",
+    "WordCount",
     "clip",
     "decode_args",
     "decode_caller",

@@ -26,6 +26,8 @@ __all__ = [
     "PATH_MAX",
     "Request",
     "SESSIONS_QUERY_HITS",
+    "WORD_COUNTS_MAX",
+    "WORD_COUNT_MAX",
     "WINDOW_MAX",
     "Wire",
     "clip",
@@ -41,6 +43,10 @@ MAX_SESSIONS_LIMIT = 500
 MAX_FOLLOWS_PER_CONNECTION = 8  # standing queries one connection may hold
 FOLLOW_QUEUE_HITS = 1000  # hits waiting for a slow reader before its follow is dropped
 SESSIONS_QUERY_HITS = 1000  # `sessions` with a query: sessions among this many best hits
+# A query that found nothing: its first WORD_COUNTS_MAX content words are
+# counted by themselves, each up to WORD_COUNT_MAX events (`SearchResult.words`).
+WORD_COUNTS_MAX = 8
+WORD_COUNT_MAX = 50
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
 WINDOW_MAX = 64_000

@@ -39,6 +39,7 @@ __all__ = [
     "TowardLeaf",
     "TraceResult",
     "UnfollowResult",
+    "WordCount",
 ]
 
 # -- results: hello, search ----------------------------------------------------------
@@ -120,6 +121,16 @@ class Repair(Wire):
     replacement: str
 
 
+class WordCount(Wire):
+    """A query word by itself, when the query found nothing: how many events
+    the caller may see hold it (as the query would match it, every filter
+    applied), counted up to `WORD_COUNT_MAX`; `more`: that many and more."""
+
+    word: str
+    events: int
+    more: bool = False
+
+
 class SessionHit(Wire):
     """A session in a `group: "session"` result: its strongest matching event
     as evidence (exactly a hit), how many of the grouped events are its own,
@@ -148,6 +159,10 @@ class SearchResult(Wire):
     sessions: list[SessionHit] | None = None
     grouped_events: int | None = None
     grouping_capped: bool = False
+    # No hit (or session) on a first page of a query of 2+ content words: each
+    # of them (at most WORD_COUNTS_MAX) by itself, so a caller learns which
+    # words the history holds apart and can ask again with those.
+    words: list[WordCount] | None = None
 
 
 # -- results: read -----------------------------------------------------------------

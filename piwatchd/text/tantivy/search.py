@@ -192,8 +192,9 @@ def _tiers(
     deadline: float | None,
 ) -> tuple[list[_Tier], Repairs]:
     """The exact tier, then, while fewer than `need` events were found and
-    the request allows it: forms, repaired, and (below `limit`) partial. An
-    event found by a tier is excluded from the tiers after it."""
+    the request allows it: forms, repaired, and (below `limit`) partial
+    (`own_forms`: forms only). An event found by a tier is excluded from the
+    tiers after it."""
     exact = _Tier("exact", text.term_query, terms)
     seen: list[int] = []
     _run(conn, text, request, exact, seen, need, deadline)
@@ -201,6 +202,10 @@ def _tiers(
     if request.exact or len(seen) >= need:
         return [exact], fixed
     out = [exact]
+    if request.own_forms:
+        out.append(_Tier("forms", functools.partial(word_query, text), terms))
+        _run(conn, text, request, out[-1], seen, need, deadline)
+        return out, fixed
     fixed = repairs(text, terms)
     # Skipped when a word is found nowhere (no event has every word) and
     # for phrases only (they match as phrases in every tier).
