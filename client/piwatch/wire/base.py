@@ -46,7 +46,7 @@ SESSIONS_QUERY_HITS = 1000  # `sessions` with a query: sessions among this many 
 # A query that found nothing: its first WORD_COUNTS_MAX content words are
 # counted by themselves, each up to WORD_COUNT_MAX events (`SearchResult.words`).
 WORD_COUNTS_MAX = 8
-WORD_COUNT_MAX = 50
+WORD_COUNT_MAX = 20
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
 WINDOW_MAX = 64_000

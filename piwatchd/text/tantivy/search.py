@@ -33,6 +33,7 @@ from .snippets import Marks, snippet
 from .tiers import (
     Repairs,
     can_match,
+    has_postings,
     matched_masks,
     partial_match_query,
     partial_word_query,
@@ -193,19 +194,17 @@ def _tiers(
 ) -> tuple[list[_Tier], Repairs]:
     """The exact tier, then, while fewer than `need` events were found and
     the request allows it: forms, repaired, and (below `limit`) partial
-    (`own_forms`: forms only). An event found by a tier is excluded from the
-    tiers after it."""
-    exact = _Tier("exact", text.term_query, terms)
+    (`own_forms`: the words' exact and forms matches as one). An event found
+    by a tier is excluded from the tiers after it."""
     seen: list[int] = []
+    if request.own_forms and not request.exact:
+        return [_own_forms(conn, text, request, terms, seen, need, deadline)], Repairs(terms, [], [])
+    exact = _Tier("exact", text.term_query, terms)
     _run(conn, text, request, exact, seen, need, deadline)
     fixed = Repairs(terms, [], [])
     if request.exact or len(seen) >= need:
         return [exact], fixed
     out = [exact]
-    if request.own_forms:
-        out.append(_Tier("forms", functools.partial(word_query, text), terms))
-        _run(conn, text, request, out[-1], seen, need, deadline)
-        return out, fixed
     fixed = repairs(text, terms)
     # Skipped when a word is found nowhere (no event has every word) and
     # for phrases only (they match as phrases in every tier).
@@ -243,6 +242,25 @@ def _tiers(
         if plan.min_match <= len(live) and len(seen) < need:
             _add_spread(conn, text, request, out[-1], [(plan.terms[i], weights[i]) for i in live], seen, need - before)
     return out, fixed
+
+
+def _own_forms(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    terms: list[Term],
+    seen: list[int],
+    need: int,
+    deadline: float | None,
+) -> _Tier:
+    """The events holding the words as written or by their forms, in one
+    search (a word's forms query holds its exact form): what `words` counts,
+    where the tiers' order does not matter. None searched when a bare word
+    has no postings in any form."""
+    tier = _Tier("forms", functools.partial(word_query, text), terms)
+    if all(has_postings(text, t) for t in terms):
+        _run(conn, text, request, tier, seen, need, deadline)
+    return tier
 
 
 def _repaired(

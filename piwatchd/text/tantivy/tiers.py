@@ -26,6 +26,7 @@ __all__ = [
     "Spread",
     "can_match",
     "forms_tokens",
+    "has_postings",
     "matched_masks",
     "partial_match_query",
     "partial_word_query",
@@ -102,6 +103,14 @@ def _count_docs(text: TantivyText, term: Term) -> int:
     if tokens:
         best = max(best, min(_stem_doc_freq(text, t) for t in tokens))
     return best
+
+
+def has_postings(text: TantivyText, term: Term) -> bool:
+    """False only for a bare one-part word with no postings in any form (no
+    event holds it, as written or by its forms)."""
+    if term.phrase or len(text.tokens(term.text)) != 1:
+        return True
+    return bool(_doc_freq(text, term))
 
 
 def can_match(text: TantivyText, term: Term) -> bool:
