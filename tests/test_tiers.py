@@ -287,10 +287,13 @@ def test_never_said_gets_no_exact_or_forms_hit(served, query):
 def test_a_query_that_finds_nothing_counts_each_word_by_itself(served):
     """No event holds both words: the result says how many events hold
     each, among those the caller may see only (another project's word
-    counts 0 for this project's caller), on both engines alike."""
+    counts 0 for this project's caller) (the Tantivy engine)."""
     cwd = {"cwd": str(served.proj)}
     mine = served.search("lunch zanzibarian", caller=cwd)
     assert mine.hits == []
+    if served.engine == "fts5":
+        assert mine.words is None  # the FTS5 engine does not count words (README)
+        return
     assert [(w.word, w.events, w.more) for w in mine.words] == [("lunch", 1, False), ("zanzibarian", 0, False)]
     every = served.search("lunch zanzibarian")
     assert [(w.word, w.events) for w in every.words] == [("lunch", 1), ("zanzibarian", 1)]

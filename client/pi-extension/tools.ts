@@ -59,7 +59,7 @@ export const QUERY_DESCRIPTION =
 	`There are no operators: ${QUERY_FORMS.plainWords.join(", ")} are searched as plain words ` +
 	"(NOT x finds events that contain the word not and x; write whole words, there are no wildcards). " +
 	"To narrow, add a word or use the filters (kind, tool, since, isError, ...); to broaden, search again with other words " +
-	"(a search that finds nothing says how many events hold each of its words by itself).";
+	"(a search that finds nothing may say how many events hold each of its words by itself).";
 
 export const SEARCH_SCHEMA = {
 	type: "object",

@@ -121,6 +121,10 @@ class TextEngine(Protocol):
     # SQLite's `fragments` rows keep the text (snippets and previews can read
     # it there); otherwise they hold NULL and the text is re-projected from source.
     keeps_text: bool
+    # A query that finds nothing counts each of its words by itself
+    # (`SearchResult.words`): one ranked search per word, cheap only where
+    # ranking does not score every match of a common word.
+    counts_words: bool
     # Extra DDL in the read model's schema script (after the common tables),
     # and the tables it creates (dropped when the index is rebuilt).
     schema_sql: str

@@ -69,9 +69,9 @@ def _word_counts(
     repair is looked up) on the one search path, nothing projected (no
     snippet is chosen), at most WORD_COUNTS_MAX words of WORD_COUNT_MAX + 1
     events each. None for a query of fewer than 2 content words (its result
-    is its word's count)."""
+    is its word's count), and from an engine that does not count them."""
     words = content_terms(parse_query(request.query))
-    if len(words) < 2:
+    if len(words) < 2 or not engine.counts_words:
         return None
     counts = []
     with time_limit(conn, timeout):

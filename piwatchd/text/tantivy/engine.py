@@ -24,6 +24,7 @@ __all__ = ["ENGINE", "TantivyEngine"]
 class TantivyEngine:
     name = "tantivy"
     keeps_text = False
+    counts_words = True
     schema_sql = ""  # `text_debt` is in the common schema: freshness reads it whichever engine
     tables: tuple[str, ...] = ()
 
