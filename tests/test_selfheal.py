@@ -15,8 +15,10 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
+import threading
 import time
 
 import pytest
@@ -227,6 +229,45 @@ def test_removed_socket_is_bound_again(live, how):
     else:
         d.proc.send_signal(signal.SIGHUP)
     poll(lambda: sock.exists() and sock.stat().st_ino != before, 10, message="socket bound again")
+    with Client(sock, timeout=10) as c:
+        assert c.status().service.pid == d.proc.pid
+    assert d.stop() == 0
+
+
+def test_a_client_never_finds_the_socket_missing_during_rebinds(live):
+    """A rebind (SIGHUP) binds and listens under a staged name, then renames
+    it over the path: a client connecting meanwhile always reaches a
+    listening socket (unlink, bind, listen in place refused it in between)."""
+    live.path.write_bytes(session("s-1", "walrus"))
+    d = live.daemon()
+    sock = live.db.parent / "d.sock"
+    failures: list[str] = []
+    done = threading.Event()
+
+    def connect_repeatedly() -> None:
+        while not done.is_set():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(str(sock))
+            except OSError as exc:
+                failures.append(type(exc).__name__)
+            finally:
+                s.close()
+
+    clients = [threading.Thread(target=connect_repeatedly) for _ in range(2)]
+    for t in clients:
+        t.start()
+    try:
+        for _ in range(8):  # each rebind waits for the daemon's one-second tick
+            before = sock.stat().st_ino
+            d.proc.send_signal(signal.SIGHUP)
+            poll(lambda before=before: sock.stat().st_ino != before, 10, message="socket bound again")
+    finally:
+        done.set()
+        for t in clients:
+            t.join()
+    assert failures == []
+    assert not list(sock.parent.glob("d.sock~"))
     with Client(sock, timeout=10) as c:
         assert c.status().service.pid == d.proc.pid
     assert d.stop() == 0

@@ -14,6 +14,7 @@ clients can never lock the others out. The request itself is answered by
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -170,27 +171,29 @@ class Server:
 
     def bind(self) -> None:
         """Bind the socket. The caller holds the instance lock, so anything at
-        the path is a stale socket of an earlier instance."""
+        the path is a stale socket of an earlier instance (or our own, on a
+        rebind). The socket is bound and listening under a temporary name
+        first, then renamed over the path: a client never finds the path
+        missing or bound but not yet listening (a SIGHUP's rebind refused
+        connections in that window)."""
         ensure_private_dir(self.path.parent)
-        if len(os.fsencode(str(self.path))) >= 104:
+        staged = self.path.with_name(self.path.name + "~")
+        if len(os.fsencode(str(staged))) >= 104:
             raise SystemExit(f"piwatchd: socket path {self.path} is too long for AF_UNIX; set PIWATCH_SOCKET")
-        try:
-            st = os.lstat(self.path)
-            if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid():
-                os.unlink(self.path)
-            else:
-                raise SystemExit(f"piwatchd: {self.path} exists and is not our socket; refusing to replace it")
-        except FileNotFoundError:
-            pass
+        for path in (self.path, staged):
+            _refuse_foreign(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)  # an earlier instance's, stopped between its bind and rename
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)
         try:
-            sock.bind(str(self.path))
+            sock.bind(str(staged))
         finally:
             os.umask(old_umask)
-        os.chmod(self.path, 0o600)
+        os.chmod(staged, 0o600)
         sock.listen(1024)  # a burst of connections waits here, not in EAGAIN
         sock.settimeout(0.5)  # lets the accept loop notice stop() promptly
+        os.replace(staged, self.path)
         self._sock = sock
         self._inode = os.stat(self.path).st_ino
 
@@ -454,3 +457,14 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+def _refuse_foreign(path: Path) -> None:
+    """Nothing may be at `path` but a socket of ours (left by an earlier
+    instance, or the one this instance is replacing): exit on anything else."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid()):
+        raise SystemExit(f"piwatchd: {path} exists and is not our socket; refusing to replace it")
