@@ -210,7 +210,20 @@ class Server:
         old = self._sock
         self.bind()
         if old is not None:
+            self._drain(old)
             old.close()
+
+    def _drain(self, old: socket.socket) -> None:
+        """Admit the connections still queued on a replaced socket: closing
+        it with them in its backlog would reset clients that had connected."""
+        old.setblocking(False)
+        while True:
+            try:
+                conn, _ = old.accept()
+            except OSError:  # BlockingIOError: the backlog is empty
+                return
+            conn.setblocking(True)
+            self._admit(conn)
 
     def start(self) -> None:
         if self._sock is None:
@@ -260,20 +273,24 @@ class Server:
                     return
                 time.sleep(0.05)
                 continue
-            uid = peer_uid(conn)
-            if uid is not None and uid != os.getuid():
-                log.warning("refused a connection from uid %s", uid)
-                conn.close()
-                continue
-            with self._conn_lock:
-                if len(self._conns) >= self.limits.max_connections and not self._evict_idlest():
-                    self._refuse(conn, ErrorCode.BUSY, "too many connections; try again")
-                    continue
-                entry = _Conn(conn)
-                t = threading.Thread(target=self._serve, args=(entry,), name="piwatchd-conn", daemon=True)
-                entry.thread = t
-                self._conns[t] = entry
-            t.start()
+            self._admit(conn)
+
+    def _admit(self, conn: socket.socket) -> None:
+        """Serve an accepted connection on its own thread, or refuse it."""
+        uid = peer_uid(conn)
+        if uid is not None and uid != os.getuid():
+            log.warning("refused a connection from uid %s", uid)
+            conn.close()
+            return
+        with self._conn_lock:
+            if len(self._conns) >= self.limits.max_connections and not self._evict_idlest():
+                self._refuse(conn, ErrorCode.BUSY, "too many connections; try again")
+                return
+            entry = _Conn(conn)
+            t = threading.Thread(target=self._serve, args=(entry,), name="piwatchd-conn", daemon=True)
+            entry.thread = t
+            self._conns[t] = entry
+        t.start()
 
     def _evict_idlest(self) -> bool:
         """Close the connection that has waited longest without a request in
