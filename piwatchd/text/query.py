@@ -150,7 +150,7 @@ class SearchRequest:
     offset: int = 0
     exact: bool = False  # the exact tier only: no word forms, repairs or partial matches
     group: str = "event"  # "session": limit and offset count sessions (index/grouping.py)
-    # The exact and forms tiers only: a word's own matches, not a repair of it (`SearchResult.words`).
+    # A word's own matches, as written and by its forms, in one search; no repair of it (`SearchResult.words`).
     own_forms: bool = False
 
 

@@ -65,10 +65,10 @@ def _word_counts(
     and by its forms unless `exact`; a repair of it is not it), with every
     filter. Without them a caller learns only that no event holds enough of
     its words together, and concludes the history holds none of them.
-    One ranked search per word and tier (`own_forms`: exact, then forms; no
-    repair is looked up) on the one search path, nothing projected (no
-    snippet is chosen), at most WORD_COUNTS_MAX words of WORD_COUNT_MAX + 1
-    events each. None for a query of fewer than 2 content words (its result
+    One ranked search per word on the one search path (`own_forms`: its
+    exact and forms matches as one; no repair is looked up; none for a word
+    found in no form), nothing projected (no snippet is chosen), at most
+    WORD_COUNTS_MAX words of WORD_COUNT_MAX + 1 events each. None for a query of fewer than 2 content words (its result
     is its word's count), and from an engine that does not count them."""
     words = content_terms(parse_query(request.query))
     if len(words) < 2 or not engine.counts_words:

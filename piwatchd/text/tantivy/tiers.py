@@ -115,13 +115,11 @@ def has_postings(text: TantivyText, term: Term) -> bool:
 
 def can_match(text: TantivyText, term: Term) -> bool:
     """Whether a word of the partial probe may match at all: False for a
-    bare word with no postings in any form (`_doc_freq`) and no derivation
-    (`_derived`), which can only be missing. Left out of the probe's
-    searches, it changes no match and no score; in a minimum-match
+    bare word with no postings in any form (`has_postings`) and no
+    derivation (`_derived`), which can only be missing. Left out of the
+    probe's searches, it changes no match and no score; in a minimum-match
     disjunction it still cost the walk of every other word's postings."""
-    if term.phrase or len(text.tokens(term.text)) != 1:
-        return True
-    return bool(_doc_freq(text, term) or _derived(text, term))
+    return has_postings(text, term) or bool(_derived(text, term))
 
 
 def word_weights(text: TantivyText, terms: list[Term], num_docs: int) -> list[float]:
@@ -174,7 +172,7 @@ def _derived_query(text: TantivyText, term: Term, within: Query | None = None) -
     still meets `airflow-worker`). None when there are none."""
     tokens = forms_tokens(text, term)
     if len(tokens) == 1:
-        derived = [(Occur.Should, _stem_query(text, t, within)) for t in _stem_derived(text, tokens[0])]
+        derived = [(Occur.Should, _stem_query(text, t, within)) for t in _derived(text, term)]
         return Query.boolean_query(derived) if derived else None
     alternatives = [
         [part, *(_stem_derived(text, part) if i < DERIVED_PARTS_MAX else [])] for i, part in enumerate(tokens)
