@@ -55,3 +55,42 @@ def test_markdown_links_stay_inside_the_repository():
             if not resolved.exists() or not resolved.is_relative_to(REPO):
                 broken.append(f"{md.relative_to(REPO)} -> {target}")
     assert broken == []
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)\n```", text, re.S)
+
+
+def test_the_python_examples_run_as_written(world):
+    # Every Python example of the README and the guide runs unchanged against a real piwatchd
+    # (found through PIWATCH_SOCKET, as a user's default socket would be) and prints what it promises.
+    import subprocess
+    import sys
+
+    from helpers.world import wait_for, write
+
+    write(world.root, "--w--", "s-doc", str(world.proj), "the websocket reconnect error again", "fixed the backoff")
+    wait_for(lambda: world.client({"all": True}).search("backoff").hits)
+    blocks = _python_blocks(README) + _python_blocks((REPO / "docs" / "guide.md").read_text())
+    assert len(blocks) >= 3
+    for block in blocks:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", block], env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        if "follow(" in block:  # a standing query: new sessions are written until its first new hit ends it
+            n = 0
+            while wait_for_exit(proc, 0.5) is None and n < 60:
+                write(world.root, "--w--", f"s-new{n}", str(world.proj), "websocket once more")
+                n += 1
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, block + err
+        assert "s-doc" in out or "s-new" in out, block + out
+
+
+def wait_for_exit(proc, seconds: float):
+    import subprocess
+
+    try:
+        return proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return None

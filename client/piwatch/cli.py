@@ -23,7 +23,21 @@ from typing import Any, NoReturn
 __all__ = ["COMMANDS", "argument_problem", "build_parser", "main"]
 
 # Order is the order of `piwatch --help`.
-COMMANDS = ["status", "search", "read", "trace", "sessions", "reindex", "index", "service", "pi", "tui", "completion"]
+COMMANDS = [
+    "setup",
+    "doctor",
+    "status",
+    "search",
+    "read",
+    "trace",
+    "sessions",
+    "reindex",
+    "index",
+    "service",
+    "pi",
+    "tui",
+    "completion",
+]
 
 # Options that name files may hold any bytes the file system allows; every
 # other string goes into a query or onto the wire, which carry UTF-8 only.

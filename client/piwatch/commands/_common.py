@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_colour_arg", "add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
+__all__ = ["probe_daemon", "add_colour_arg", "add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
 
 
 class CommandFailed(Exception):
@@ -120,3 +120,16 @@ def run_op(
     else:
         show(result, SafeText(sys.stdout, use_colour(getattr(ns, "color", "auto"), sys.stdout, os.environ)))
     return exit_code(result)
+
+
+def probe_daemon(socket: str | None = None) -> str:
+    """ "answering" when a piwatchd (a service's or one started by hand) greets on
+    the socket, else why not, in the client's words."""
+    from ..client import Client, PiwatchError
+
+    try:
+        with Client(socket, timeout=2.0) as c:
+            c.hello()
+        return "answering"
+    except PiwatchError as exc:
+        return str(exc)

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._common import probe_daemon
+
 __all__ = ["add_parser", "run", "agent_dir", "extension_source", "install", "uninstall", "status", "InstallError"]
 
 EXT_NAME = "piwatch"
@@ -249,19 +251,8 @@ def status(agent: Path) -> dict[str, Any]:
     elif target.exists():
         out["note"] = "a piwatch extension directory exists but was not installed by `piwatch pi install`"
     out["socket"] = str(socket_path())
-    out["daemon"] = _probe_daemon()
+    out["daemon"] = probe_daemon()
     return out
-
-
-def _probe_daemon() -> str:
-    from ..client import Client, PiwatchError
-
-    try:
-        with Client(timeout=2.0) as c:
-            c.hello()
-        return "answering"
-    except PiwatchError as exc:
-        return str(exc)
 
 
 def _print(result: dict[str, Any]) -> None:

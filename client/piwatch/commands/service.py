@@ -13,7 +13,19 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["add_parser", "run", "render_systemd_unit", "render_launchd_plist", "shipped", "UNIT_NAME", "LAUNCHD_LABEL"]
+from ._common import probe_daemon
+
+__all__ = [
+    "add_parser",
+    "run",
+    "install",
+    "manager",
+    "render_systemd_unit",
+    "render_launchd_plist",
+    "shipped",
+    "UNIT_NAME",
+    "LAUNCHD_LABEL",
+]
 
 UNIT_NAME = "piwatchd.service"
 LAUNCHD_LABEL = "dev.piwatch.piwatchd"
@@ -64,7 +76,15 @@ def _plist_path(home: Path) -> Path:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("service", help="install, remove or inspect the piwatchd user service")
+    p = sub.add_parser(
+        "service",
+        help="install, remove or inspect the piwatchd user service",
+        description="install: write a systemd user unit (~/.config/systemd/user/piwatchd.service) or a macOS "
+        "LaunchAgent (~/Library/LaunchAgents/dev.piwatch.piwatchd.plist) that runs this piwatchd, then run "
+        "`systemctl --user daemon-reload` and `systemctl --user enable --now piwatchd.service` "
+        "(`launchctl load -w` on macOS). uninstall: stop, disable and remove it. status: the unit, whether it is "
+        "active, and whether a piwatchd answers on the socket (started by the service or by hand).",
+    )
     p.add_argument("action", choices=["install", "uninstall", "status"])
     p.add_argument("--no-start", action="store_true", help="write the unit but do not enable or start it")
     p.add_argument("--print", dest="print_only", action="store_true", help="print the unit instead of installing it")
@@ -89,6 +109,7 @@ def run(ns: argparse.Namespace) -> int:
         info = {"unit": str(target), "installed": target.exists(), "execPath": exec_path}
         if not mac and shutil.which("systemctl"):
             info["systemctl"] = _run(["systemctl", "--user", "is-active", UNIT_NAME])[1]
+        info["daemon"] = probe_daemon()  # answers whether the service or a hand-started piwatchd runs
         print(json.dumps(info, indent=2) if ns.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
         return 0 if target.exists() else 1
     if ns.action == "uninstall":
@@ -104,25 +125,45 @@ def run(ns: argparse.Namespace) -> int:
             _run(["systemctl", "--user", "daemon-reload"])
         print(f"removed {target}")
         return 0
-    content = render_launchd_plist(exec_path, str(home)) if mac else render_systemd_unit(exec_path).encode()
     if ns.print_only:
+        content = render_launchd_plist(exec_path, str(home)) if mac else render_systemd_unit(exec_path).encode()
         sys.stdout.write(content.decode())
         return 0
+    ok, message = install(home, exec_path, start=not ns.no_start)
+    print(message, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
+def manager() -> str | None:
+    """The user service manager this machine has: "launchd", "systemd" (a
+    user manager that answers, not just a systemctl binary: containers and
+    sessions without a user bus have the binary but no manager), or None."""
+    if sys.platform == "darwin":
+        return "launchd"
+    if shutil.which("systemctl") and _run(["systemctl", "--user", "show-environment"])[0] == 0:
+        return "systemd"
+    return None
+
+
+def install(home: Path, exec_path: str, *, start: bool = True) -> tuple[bool, str]:
+    """Write the unit (or LaunchAgent) and, with `start`, enable and start it.
+    (ok, what happened in one or two lines)."""
+    mac = sys.platform == "darwin"
+    target = _plist_path(home) if mac else _unit_path(home)
+    content = render_launchd_plist(exec_path, str(home)) if mac else render_systemd_unit(exec_path).encode()
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(content)
-    print(f"wrote {target}")
-    if ns.no_start:
-        return 0
+    if not start:
+        return True, f"wrote {target}"
     if mac:
         (home / "Library" / "Logs" / "piwatch").mkdir(parents=True, exist_ok=True)
         code, out = _run(["launchctl", "load", "-w", str(target)])
-    elif shutil.which("systemctl"):
+    elif manager() == "systemd":
         _run(["systemctl", "--user", "daemon-reload"])
         code, out = _run(["systemctl", "--user", "enable", "--now", UNIT_NAME])
     else:
-        code, out = 1, "systemctl not found: start piwatchd yourself"
+        code, out = 1, "no systemd user manager answers here: start piwatchd yourself (`piwatchd &`)"
     if code != 0:
-        print(f"piwatch: could not start the service: {out}", file=sys.stderr)
-        return 1
-    print("started; to keep it running after logout on Linux: loginctl enable-linger $USER")
-    return 0
+        return False, f"wrote {target}\npiwatch: could not start the service: {out}"
+    linger = "" if mac else "\nto keep it running after logout: loginctl enable-linger $USER"
+    return True, f"wrote {target}\nstarted the piwatchd service{linger}"
