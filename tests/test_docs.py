@@ -94,3 +94,25 @@ def wait_for_exit(proc, seconds: float):
         return proc.wait(seconds)
     except subprocess.TimeoutExpired:
         return None
+
+
+def test_the_readme_first_searches_run_as_written(world):
+    # The README's first commands, word for word (those naming no placeholder such as SESSION).
+    import shlex
+    import subprocess
+
+    from helpers.world import BIN, wait_for, write
+
+    write(world.root, "--w--", "s-doc", str(world.proj), "the websocket reconnect error and the lockfile")
+    wait_for(lambda: world.client({"all": True}).search("lockfile").hits)
+    block = re.search(r"## First searches\n\n```sh\n(.*?)\n```", README, re.S).group(1)
+    commands = [line.split("  #")[0].strip() for line in block.splitlines()]
+    runnable = [c for c in commands if not re.search(r"\b[A-Z]{3,}\b", c) and c != "piwatch tui"]
+    assert len(runnable) >= 4
+    for command in runnable:
+        argv = shlex.split(command)
+        done = subprocess.run(
+            [str(BIN / argv[0]), *argv[1:]], env=world.env, cwd=world.proj, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, command + done.stderr
+        assert "s-doc" in done.stdout or "--since" in command, command + done.stdout
