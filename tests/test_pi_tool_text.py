@@ -269,9 +269,8 @@ def test_every_relaxed_form_is_labelled_as_described(world):
         assert {ids.get(h["entryId"], h["entryId"]) for h in hits} == want, (form, query, hits)
         assert {h["tier"] for h in hits} == {tier}, (form, query)
         assert r["result"]["relaxed"] is True
-        words = len(hits[0]["matched"]) + len(hits[0]["missing"])
         assert hits[0]["missing"] == missing
-        assert f"{tier} match: {words - len(missing)} of {words} words matched" in text, text
+        assert f" · {tier}" in text, text  # every hit below exact says its tier on its own line
         assert f"── {tier} (weaker" in text or f"── {tier} (weakest" in text, text
         if missing:
             assert f"missing: {', '.join(missing)}" in text
@@ -342,6 +341,11 @@ def _node_rules(prefix: str) -> dict:
     }
 
 
+def _minute(ts: str | None) -> str | None:
+    """An ISO time as the search text gives it: to the minute, UTC."""
+    return ts[:16].replace("T", " ") if ts else None
+
+
 def _locator_rules(prefix: str) -> dict:
     return {
         f"{prefix}.path": lambda v, o, r: v,
@@ -353,17 +357,16 @@ def _locator_rules(prefix: str) -> dict:
 SEARCH_RULES = {
     "query": lambda v, o, r: json.dumps(v),
     "limit": lambda v, o, r: f"page size {v}",
-    "offset": lambda v, o, r: f"{v + 1}. session" if r["hits"] or r.get("sessions") else None,
+    "offset": lambda v, o, r: f"\n{v + 1}. " if r["hits"] or r.get("sessions") else None,
     "hasMore": lambda v, o, r: "(more available)" if v else None,
     "scope.roots": lambda v, o, r: ", ".join(v) if v else None,
-    "hits[].sessionId": lambda v, o, r: f"session {v}",
-    "hits[].entryId": lambda v, o, r: f"entry {v}",
-    "hits[].eventType": lambda v, o, r: v,
-    "hits[].role": lambda v, o, r: v,
-    "hits[].timestamp": lambda v, o, r: v,
-    "hits[].cwd": lambda v, o, r: f"cwd {v}",
-    "hits[].sessionName": lambda v, o, r: f'session "{v}"',
-    "hits[].evidence.fragmentId": lambda v, o, r: f"fragment {v}",
+    # a hit's identity as the tools take it: a unique prefix of the session id (>= 8 chars), then the entry id
+    "hits[].sessionId": lambda v, o, r: f"{v[:8]}",
+    "hits[].entryId": lambda v, o, r: f" {v} · ",
+    "hits[].timestamp": lambda v, o, r: _minute(v),
+    # a session's cwd once, where it is not the searched root; its name once
+    "hits[].cwd": lambda v, o, r: None if v in ((r.get("scope") or {}).get("roots") or []) else f"cwd {v}",
+    "hits[].sessionName": lambda v, o, r: f'"{v[:80]}"',
     "hits[].evidence.kind": lambda v, o, r: v,
     "hits[].evidence.toolName": lambda v, o, r: f"[{v}]",
     "hits[].matchedFragments": lambda v, o, r: f"{v} parts matched" if v > 1 else None,
@@ -374,17 +377,16 @@ SEARCH_RULES = {
     "hits[].snippet": lambda v, o, r: _marked(v, o["spans"]) or v,
     "hits[].spans": lambda v, o, r: _marked(o["snippet"], v),
     # group "session"
-    "sessions[].sessionId": lambda v, o, r: f"session {v}",
-    "sessions[].sessionName": lambda v, o, r: f'session "{v}"',
+    "sessions[].sessionId": lambda v, o, r: f"session {v[:8]}",
+    "sessions[].sessionName": lambda v, o, r: f'"{v[:80]}"',
     "sessions[].cwd": lambda v, o, r: f"cwd {v}",
-    "sessions[].firstTimestamp": lambda v, o, r: f"from {v}",
-    "sessions[].lastTimestamp": lambda v, o, r: f"to {v}",
+    "sessions[].firstTimestamp": lambda v, o, r: f"from {_minute(v)}",
+    "sessions[].lastTimestamp": lambda v, o, r: f"to {_minute(v)}",
     "sessions[].matchingEvents": lambda v, o, r: f"{v} matching event",
     "groupedEvents": lambda v, o, r: f"best {v} matching event",
     "groupingCapped": lambda v, o, r: "counts are lower bounds" if v else None,
-    "hits[].tier": lambda v, o, r: None if v == "exact" else f"{v} match: ",
-    "hits[].matched": lambda v, o, r: f"({', '.join(v)})" if v else None,
-    "hits[].missing": lambda v, o, r: f"missing: {', '.join(v)}" if v else None,
+    "hits[].tier": lambda v, o, r: None if v == "exact" else f" · {v}",
+    "hits[].missing": lambda v, o, r: f"{o['tier']}, missing: {', '.join(v)}" if v else None,
     "repairs[].word": lambda v, o, r: f"{v} → ",
     "repairs[].replacement": lambda v, o, r: f" → {v}",
     "relaxed": lambda v, o, r: "every query word as written; " if v else None,
@@ -492,6 +494,14 @@ NOT_SHOWN = {
         "hits[].score": "the order of the hits is the ranking; raw scores mean nothing across queries",
         "sessions[].evidence.score": "as above: the order of the sessions is the ranking",
         "fts": "the engine's internal query string (older daemons only)",
+        "hits[].eventType": "implied by the evidence kind (user.text is a user message, tool.result a tool result)",
+        "hits[].role": "as above: the evidence kind names the role",
+        "hits[].matched": "the query's words less the missing ones the hit names",
+        "sessions[].evidence.matched": "as for hits",
+        "hits[].evidence.fragmentId": "event_read returns every fragment with its id; a window is asked by the id it shows",
+        "sessions[].evidence.eventType": "as for hits",
+        "sessions[].evidence.role": "as for hits",
+        "sessions[].evidence.evidence.fragmentId": "as for hits",
     },
     "read": {
         "source.fingerprint": "an internal proof that the line is the indexed one; its status is shown",

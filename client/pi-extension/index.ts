@@ -10,7 +10,7 @@ import { callerFromContext, findToolCallEntryId } from "./cutoff.ts";
 import { callDaemon, DaemonError } from "./daemon-client.ts";
 import { boundDetails, formatRead, formatSearch, formatTrace } from "./format.ts";
 import { registerHistory } from "./history.ts";
-import { READ_SCHEMA, readArgs, SEARCH_SCHEMA, searchArgs, TRACE_SCHEMA, traceArgs } from "./tools.ts";
+import { READ_SCHEMA, readArgs, SEARCH_SCHEMA, searchArgs, searchOptions, TRACE_SCHEMA, traceArgs } from "./tools.ts";
 import type { Freshness, Notice, ReadResult, SearchResult, TraceResult } from "./wire.ts";
 
 const TOOL_NAMES = new Set(["event_search", "event_read", "event_trace"]);
@@ -70,7 +70,7 @@ export default function piwatch(pi: any): void {
 		if (op === "search") {
 			const a = searchArgs(params ?? {});
 			const r = await call<SearchResult>(a);
-			[args, response, text] = [a, r, formatSearch(a.query, r.result, r.warnings, r.freshness)];
+			[args, response, text] = [a, r, formatSearch(a.query, r.result, r.warnings, r.freshness, searchOptions(params ?? {}))];
 		} else if (op === "read") {
 			const a = readArgs(params ?? {});
 			const r = await call<ReadResult>(a);

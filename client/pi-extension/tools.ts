@@ -5,6 +5,8 @@
 import type { ReadArgs, SearchArgs, SearchFilters, TraceArgs } from "./wire.ts";
 
 export const MAX_HITS = 50;
+export const MIN_BUDGET = 200;
+export const MAX_BUDGET = 20_000;
 export const DEFAULT_HITS = 10;
 const SESSION_WAIT_SECONDS = 3;
 
@@ -86,6 +88,12 @@ export const SEARCH_SCHEMA = {
 				"answers which earlier sessions worked on something. limit and offset then count sessions.",
 		},
 		exact: { type: "boolean", description: "Only events holding every word as written: no word forms, repaired words or partial matches." },
+		budget: {
+			type: "integer",
+			minimum: MIN_BUDGET,
+			maximum: MAX_BUDGET,
+			description: "Most tokens (about 4 characters each) this answer may take: snippets get shorter first, then fewer hits are shown, and the answer says the offset for the rest. Default: no limit beyond the page size.",
+		},
 	},
 	required: ["query"],
 	additionalProperties: false,
@@ -175,6 +183,11 @@ export function searchArgs(p: Params): SearchArgs {
 	// the daemon wait briefly until their files are indexed to the end.
 	if (filters.sessionId) args.waitSeconds = SESSION_WAIT_SECONDS;
 	return args;
+}
+
+/** How the answer's text is shaped (not sent to the daemon): the token budget, if any. */
+export function searchOptions(p: Params): { budget?: number } {
+	return p?.budget === undefined || p.budget === null ? {} : { budget: clampInt(p.budget, MIN_BUDGET, MAX_BUDGET, MAX_BUDGET) };
 }
 
 function idArgs(p: Params, op: string): TraceArgs {

@@ -98,8 +98,8 @@ async function load(ext) {
 	return { tools: await mod("tools.ts"), client: await mod("daemon-client.ts"), format: await mod("format.ts") };
 }
 
-function format(m, op, query, result, warnings, freshness) {
-	if (op === "search") return m.format.formatSearch(query, result, warnings, freshness);
+function format(m, op, query, result, warnings, freshness, params = {}) {
+	if (op === "search") return m.format.formatSearch(query, result, warnings, freshness, m.tools.searchOptions?.(params) ?? {});
 	if (op === "read") return m.format.formatRead(result, warnings, freshness);
 	return m.format.formatTrace(result, warnings, freshness);
 }
@@ -112,7 +112,7 @@ async function call(opts) {
 		try {
 			const args = op === "search" ? m.tools.searchArgs(params) : op === "read" ? m.tools.readArgs(params) : m.tools.traceArgs(params);
 			const { result, warnings, freshness } = await m.client.callDaemon(op, args, caller);
-			out.push({ args, result, warnings, freshness, text: format(m, op, args.query, result, warnings, freshness) });
+			out.push({ args, result, warnings, freshness, text: format(m, op, args.query, result, warnings, freshness, params) });
 		} catch (err) {
 			out.push({ error: String(err?.message ?? err) });
 		}
@@ -122,7 +122,7 @@ async function call(opts) {
 
 async function formatOnly(opts) {
 	const m = await load(opts.ext);
-	return stdinJson().map((r) => format(m, r.op, r.query, r.result, r.warnings, r.freshness));
+	return stdinJson().map((r) => format(m, r.op, r.query, r.result, r.warnings, r.freshness, r.params));
 }
 
 async function main() {
