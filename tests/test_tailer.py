@@ -74,6 +74,19 @@ CASES = [
     ),
     ("replaced by rename (new inode)", CP, observe_bytes(OLD, CP, ino=11), Change.REPLACED),
     ("same inode number on another device", CP, observe_bytes(OLD, CP, dev=2), Change.REPLACED),
+    # Unhashed: the shell trusted an exact stat match (size, mtime, inode) without reading the file.
+    (
+        "stat identical, not re-hashed",
+        CP,
+        Observation(True, None, 1, 10, CP.size, CP.mtime_ns, hashed=False),
+        Change.UNCHANGED,
+    ),
+    (
+        "not re-hashed yet the stat differs",
+        CP,
+        Observation(True, None, 1, 10, CP.size, CP.mtime_ns + 1, hashed=False),
+        Change.REWRITTEN,
+    ),
     ("gone (ENOENT)", CP, Observation(False), Change.GONE),
     ("gone without checkpoint", None, Observation(False), Change.GONE),
     ("unreadable (EACCES)", CP, Observation(True, "EACCES"), Change.UNREADABLE),
@@ -252,3 +265,22 @@ def test_overlong_lines_are_skipped_in_bounded_reads_and_resumed(records, chunk,
     finally:
         os.close(fd)
         os.unlink(path)
+
+
+def test_observe_trusts_an_identical_stat_without_reading(short_tmp):
+    # The restart shortcut: a file whose inode, size and mtime match its checkpoint is not read;
+    # the same bytes rewritten (a new mtime) are read, hashed and caught.
+    import os
+
+    from piwatchd.source.reader import observe
+
+    path = short_tmp / "s.jsonl"
+    path.write_bytes(OLD)
+    st = os.stat(path)
+    cp = checkpoint_for(OLD, dev=st.st_dev, ino=st.st_ino, mtime=st.st_mtime_ns)
+    obs = observe(str(path), cp)
+    assert (obs.hashed, classify(cp, obs)) == (False, Change.UNCHANGED)
+    path.write_bytes(OLD.replace(b'"a"', b'"z"'))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    obs = observe(str(path), cp)
+    assert (obs.hashed, classify(cp, obs)) == (True, Change.REWRITTEN)

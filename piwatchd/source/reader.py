@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from .fingerprint import hash_range
 from .lines import LineCutter, Overlong
-from .tailer import Checkpoint, Observation
+from .tailer import Checkpoint, Observation, stat_unchanged
 
 __all__ = ["MAX_LINE_BYTES", "READ_CHUNK", "NotRegularFile", "Overlong", "observe", "open_source", "read_chunks"]
 
@@ -96,6 +96,10 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
         return Observation(exists=False)
     try:
         st = os.fstat(fd)
+        if stat_unchanged(checkpoint, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+            return Observation(
+                exists=True, dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, hashed=False
+            )
         prefix_hash = tail_hash = None
         same = checkpoint is not None and (st.st_dev, st.st_ino) == (checkpoint.dev, checkpoint.ino)
         if same and checkpoint is not None and st.st_size >= checkpoint.consumed:

@@ -13,7 +13,7 @@ from enum import Enum
 
 from .fingerprint import FINGERPRINT_BYTES
 
-__all__ = ["FINGERPRINT_BYTES", "Change", "Checkpoint", "Observation", "classify"]
+__all__ = ["FINGERPRINT_BYTES", "Change", "Checkpoint", "Observation", "classify", "stat_unchanged"]
 
 
 class Change(str, Enum):
@@ -52,6 +52,24 @@ class Observation:
     mtime_ns: int = 0
     prefix_hash: str | None = None
     tail_hash: str | None = None
+    # False when the stat matched the checkpoint exactly and the shell did not
+    # read the file to hash it (`stat_unchanged`): the hashes above are unset.
+    hashed: bool = True
+
+
+def stat_unchanged(checkpoint: Checkpoint | None, dev: int, ino: int, size: int, mtime_ns: int) -> bool:
+    """The file is the checkpoint's, with its size and modification time to the
+    nanosecond: trusted unchanged without reading it. Pi only appends or
+    rewrites, and either moves mtime; hashing 8 KB of every file again was
+    most of a restart's cost (10.7 s for 43,240 files). What it gives up: a
+    same-size rewrite that also restores mtime to the nanosecond (`touch -r`
+    after editing), which nothing that writes sessions does."""
+    return checkpoint is not None and (dev, ino, size, mtime_ns) == (
+        checkpoint.dev,
+        checkpoint.ino,
+        checkpoint.size,
+        checkpoint.mtime_ns,
+    )
 
 
 def classify(checkpoint: Checkpoint | None, obs: Observation) -> Change:
@@ -63,6 +81,9 @@ def classify(checkpoint: Checkpoint | None, obs: Observation) -> Change:
         return Change.NEW
     if (obs.dev, obs.ino) != (checkpoint.dev, checkpoint.ino):
         return Change.REPLACED
+    if not obs.hashed:
+        unchanged = stat_unchanged(checkpoint, obs.dev, obs.ino, obs.size, obs.mtime_ns)
+        return Change.UNCHANGED if unchanged else Change.REWRITTEN  # unhashed yet changed: never trust it
     if obs.size < checkpoint.consumed:
         return Change.REWRITTEN
     if obs.prefix_hash != checkpoint.prefix_hash or obs.tail_hash != checkpoint.tail_hash:
