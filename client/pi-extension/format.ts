@@ -232,7 +232,7 @@ export function formatSearch(query: string, result: SearchResult, warnings: Noti
 	const more = result?.hasMore ? " (more available)" : "";
 	const title = `event_search ${JSON.stringify(query)}: ${plural(hits.length, "hit")}${more} (page size ${str(result?.limit)}).`;
 	const exact = hits.filter((h) => (h.tier ?? "exact") === "exact").length;
-	const head = searchHead(title, result, warnings, `${plural(exact, "hit")} of this page hold`, 'the hits after a "──" line');
+	const head = searchHead(title, result, warnings, `${plural(exact, "hit")} of this page ${exact === 1 ? "holds" : "hold"}`, 'the hits after a "──" line');
 	const ids = shortIds(hits.map((h) => h.sessionId));
 	const page = pageStates(hits);
 	if (hits.length) {

@@ -86,7 +86,10 @@ export function snippetWindow(snippet: string, spans: unknown, max: number): str
 		const first = valid.length ? valid[0][0] : 0;
 		start = Math.max(0, Math.min(first - Math.floor(max / 4), chars.length - max));
 	}
-	const end = Math.min(chars.length, start + max);
+	let end = Math.min(chars.length, start + max);
+	// Never cut a match in two: the window ends after a match it would split.
+	const split = valid.find(([a, b]) => a < end && b > end);
+	if (split) end = split[1];
 	const inside = valid
 		.filter(([a, b]) => a < end && b > start)
 		.map(([a, b]): Span => [Math.max(a, start) - start, Math.min(b, end) - start]);
