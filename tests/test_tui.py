@@ -824,3 +824,184 @@ def test_every_key_in_the_help_does_what_it_says(world):
                     raise AssertionError(f"{keys}: {exc}") from exc
 
     _run(go())
+
+
+def _long_session(world, word, n=12):
+    """A session in this project whose messages hold `word` ~160 characters in (past a row's end)."""
+    from helpers.world import write
+
+    filler = "lorem ipsum dolor sit amet " * 6
+    write(world.root, "long", "s-long", str(world.proj), *[f"{filler}then {word} {i} ran {filler}" for i in range(n)])
+    with world.client({"all": True}) as c:
+        wait_for(lambda: len(c.search(word, limit=n).hits) == n)
+
+
+def test_usable_at_80x24(world):
+    """At 80x24 the rows show the matched word (piwatchd's snippet has it ~105
+    characters in: past the row's end at 80 and even 140 columns before), and
+    the query line, scope, status and footer leave most rows to the results
+    and the preview."""
+
+    _long_session(world, "compaction")
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _search(pilot, app, "compaction")
+            rows = app.table.fits
+            assert rows >= 9 and rows + app.preview_w.size.height >= 18, (rows, app.preview_w.size)
+            drawn = [str(app.table.render_line(y).text) for y in range(rows)]
+            assert all("compaction" in line and len(line) == 80 for line in drawn), drawn
+            await pilot.resize_terminal(140, 40)  # a taller screen gets the query line's border back
+            await _until(pilot, lambda: app.table.fits > rows)
+            assert not app.query_one("#query").compact
+            assert all("compaction" in str(app.table.render_line(y).text) for y in range(len(app.hits)))
+
+    _run(go())
+
+
+def test_no_hits_says_so_and_how_many_other_projects_hold(world):
+    from helpers.world import write
+
+    write(world.root, "other", "s-other", str(world.base / "proj2"), "a platypus elsewhere")
+    with world.client({"all": True}) as c:
+        wait_for(lambda: c.search("platypus").hits)
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press(*"platypus")  # only in the other project
+            await _until(pilot, lambda: app.shown_query == "platypus" and app.table.message)
+            assert app.table.message == [
+                "no hits in this project",
+                "1 hit in other projects: ctrl+o searches all projects",
+            ]
+            assert str(app.table.render_line(1).text).strip() == app.table.message[1]
+            assert "no hits" in app.scope_text and "hits 0-0" not in app.scope_text
+            await pilot.press("ctrl+o")
+            await _until(pilot, lambda: [h.session_id for h in app.hits] == ["s-other"])
+            assert not app.table.message
+            await pilot.press("ctrl+u", *"zzqqxx")
+            await _until(pilot, lambda: app.shown_query == "zzqqxx" and app.table.message)
+            assert app.table.message == ["no hits in any project"]
+            await pilot.press("ctrl+o")
+            await _until(pilot, lambda: app.table.message == ["no hits in this project or any other"])
+
+    _run(go())
+
+
+def test_the_preview_marks_the_matches_and_opens_at_the_first(world):
+    """The event before is shown too (its first line mentions the word): the
+    preview opens at the match in the selected event's own text, far below."""
+    from helpers.world import write
+    from piwatch.tui_widgets import PreviewPane
+
+    body = "\n".join([*(f"line {i}" for i in range(60)), "then the Zeppelin landed", *("tail" for _ in range(30))])
+    write(world.root, "deep", "s-deep", str(world.proj), "a zeppelin overview", body)
+    with world.client({"all": True}) as c:
+        wait_for(lambda: len(c.search("zeppelin").hits) == 2)
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _search(pilot, app, "zeppelin")
+            row = [h.entry_id for h in app.hits].index("s-deep-e1")
+            await pilot.press(*["down"] * row)
+            pane = app.preview_w
+            await _until(pilot, lambda: "entry s-deep-e1" in app.preview_text and pane.text == app.preview_text)
+            await pilot.pause(0.1)
+            assert pane.top > 60
+            line = pane.render_line(PreviewPane.CONTEXT)
+            marked = [seg.text for seg in line if seg.style and seg.style.reverse]
+            assert "Zeppelin landed" in line.text and marked == ["Zeppelin"], list(line)
+            await pilot.press("tab", "home")  # the user scrolls: the top is theirs
+            assert pane.top == 0 and "session s-deep" in pane.render_line(0).text
+            assert any(seg.style and seg.style.reverse for y in range(pane.size.height) for seg in pane.render_line(y))
+
+    _run(go())
+
+
+def test_the_daemon_stopping_mid_session_falls_back_to_the_index_file(world, monkeypatch):
+    monkeypatch.setenv("PIWATCH_DB", str(world.db))
+    monkeypatch.setenv("PIWATCH_CONFIG", str(world.base / "none.toml"))
+
+    async def go():
+        app = _app(world, status_every=0.2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _search(pilot, app, "kraken")
+            assert not app.backend.read_only
+            world.stop()
+            await _search(pilot, app, "answer")  # answered from the index file
+            assert app.backend.read_only and app.backend.down_reason
+            await _until(pilot, lambda: "not running" in str(app.status_w.render()))
+            await pilot.press("ctrl+t")
+            await _until(
+                pilot, lambda: app.previewing and app.previewing[0] == "trace" and "trace:" not in app.preview_text
+            )
+            world.start()  # back: the status poll moves the screen back to piwatchd
+            await _until(pilot, lambda: not app.backend.read_only, timeout=30)
+            await _search(pilot, app, "release")
+            await _until(pilot, lambda: "piwatchd:" in str(app.status_w.render()))
+
+    _run(go())
+
+
+def _tui_in_a_terminal(world, keys_after_hits: bytes):
+    """`piwatch tui` as a person runs it in a pipeline: the keyboard and the
+    screen on a terminal (stdin, stderr: a pty), stdout a pipe. Types
+    `kraken`, then `keys_after_hits` once the results are drawn; (exit code,
+    stdout, what the terminal got)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from helpers.world import BIN
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = {**world.env, "TERM": "xterm-256color"}
+    proc = subprocess.Popen(
+        [str(BIN / "piwatch"), "tui"], stdin=slave, stderr=slave, stdout=subprocess.PIPE, cwd=world.proj, env=env
+    )
+    os.close(slave)
+    screen = bytearray()
+
+    def read():  # the terminal's side: keep reading, or the app blocks on a full pty
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: b"F1: help" in screen)  # the query line's placeholder: the app is up
+        os.write(master, b"kraken")
+        wait_for(lambda: b"hits 1-" in screen)
+        os.write(master, keys_after_hits)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        reader.join(5)
+    return proc.returncode, out, bytes(screen)
+
+
+def test_enter_prints_the_selected_reference_on_stdout_for_a_pipe(world):
+    """As fzf: the screen is drawn on the terminal, and stdout gets only
+    `sessionId entryId` of the selected result, once the screen is gone."""
+    code, out, screen = _tui_in_a_terminal(world, b"\r")
+    with world.client({"cwd": str(world.proj)}) as c:
+        refs = {f"{h.session_id} {h.entry_id}\n".encode() for h in c.search("kraken", limit=50).hits}
+    assert code == 0 and out in refs, (code, out)
+    assert b"scope: this project" in screen  # drawn on the terminal, none of it on stdout
+
+    code, out, _ = _tui_in_a_terminal(world, b"\x11")  # ctrl+q: quit choosing nothing
+    assert (code, out) == (130, b"")
