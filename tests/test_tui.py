@@ -618,6 +618,7 @@ def test_every_key_in_the_help_is_bound():
     shown = {b.key for b in SearchApp.BINDINGS if b.show}  # the footer's
     assert shown <= {k for keys, _ in HELP_KEYS for k in keys.split(" / ")}
     assert {"enter", "question_mark"} <= set(_own_keys(PreviewPane))
+    assert max(cell_len(line) for line in HELP.splitlines()) <= 80 - 6  # in its border and padding at 80 columns
 
 
 async def _search(pilot, app, query):
