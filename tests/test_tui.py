@@ -35,7 +35,11 @@ from piwatch.tui_model import (
 )
 from rich.cells import cell_len
 
-pytestmark = pytest.mark.timeout(180)
+# A worker thread's exception (one printed after the screen is gone) fails the test.
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"),
+]
 
 
 @pytest.mark.parametrize(
@@ -805,6 +809,7 @@ KEY_CHECKS = {
 }
 
 
+@pytest.mark.timeout(600)  # thirteen screens, one after another
 def test_every_key_in_the_help_does_what_it_says(world):
     """Each key the help (F1) lists, pressed in a fresh screen, does what the help says."""
     from piwatch.tui import HELP_KEYS

@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from typing import Any, ClassVar
 
@@ -69,6 +68,9 @@ PREVIEW_SETTLE = 0.08
 # After an answer to typing it waits longer, past the gap between a typist's keystrokes
 # (~0.1-0.2 s): the preview reads (and repaints) once the typing pauses, not between keys.
 PREVIEW_AFTER_TYPING = 0.3
+
+# On exit, the longest wait for a search or preview under way to end before its connection closes.
+UNMOUNT_WAIT = 2.0
 
 # Screens with fewer rows than this get the query line without its border.
 COMPACT_BELOW = 30
@@ -149,6 +151,7 @@ class SearchApp(App[str]):
         self.searcher = NewestOnly(lambda job: self._search_worker(*job), "piwatch-tui-search")
         self.previewer = NewestOnly(lambda job: self._preview_worker(*job), "piwatch-tui-preview")
         self.status_every = status_every
+        self.closing = threading.Event()  # set when the screen goes
         self.pin_stop: threading.Event | None = None
         self.pinned: deque[str] = deque(maxlen=5)  # the newest live matches of the pinned query
         self.pinned_count = 0
@@ -298,8 +301,7 @@ class SearchApp(App[str]):
         from .commands.read import print_read
         from .commands.trace import print_trace
 
-        time.sleep(settle)
-        if not self.previews.is_current(ticket):
+        if self.closing.wait(settle) or not self.previews.is_current(ticket):
             return  # the selection moved on (or more was typed) before this one's turn
         out = io.StringIO()
         try:
@@ -480,10 +482,14 @@ class SearchApp(App[str]):
             self.search()
 
     def on_unmount(self) -> None:
+        """Let the workers finish (a call takes milliseconds) before their
+        connections close under them: a call on a closed socket ended in a
+        thread's traceback printed after the screen was gone."""
         if self.pin_stop is not None:
             self.pin_stop.set()
-        self.searcher.close()
-        self.previewer.close()
+        self.closing.set()  # a preview still settling is dropped at once
+        for runner in (self.searcher, self.previewer):
+            runner.close(wait=UNMOUNT_WAIT)
         self.backend.close()
 
 

@@ -165,10 +165,13 @@ class NewestOnly:
             self._job = job
             self._cond.notify()
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
+        """Run no more jobs; wait up to `wait` seconds for the one running to end."""
         with self._cond:
             self._closed = True
             self._cond.notify()
+        if wait > 0 and self._thread is not threading.current_thread():
+            self._thread.join(wait)
 
     def _run(self) -> None:
         while True:
