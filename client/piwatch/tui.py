@@ -48,6 +48,8 @@ from .client import Follow, PiwatchError
 from .colour import SafeText, visible_controls
 from .tui_backend import Backend, line_of, status_line
 from .tui_model import (
+    HELP,
+    HELP_KEYS,
     PAGE,
     Latest,
     NewestOnly,
@@ -77,33 +79,6 @@ COMPACT_BELOW = 30
 
 # Hits counted in the other projects when this one has none: up to this many ("50+").
 ELSEWHERE_MAX = 50
-
-# The keys and what they do, as F1 shows them (test_tui presses each one and checks it).
-HELP_KEYS: list[tuple[str, str]] = [
-    ("down / up", "select a result; off the last / first row: next / prev page"),
-    ("pgdn / pgup", "next / previous page (a screenful)"),
-    ("enter", 'print "sessionId entryId" of the selection and exit'),
-    ("ctrl+o", "scope: this project / all projects"),
-    ("ctrl+s", "errors only on / off (as is:error in the query)"),
-    ("tab", "to the preview and back (there up/down/pgup/pgdn scroll)"),
-    ("ctrl+t", "trace of the selected event in the preview"),
-    ("ctrl+r", "read of the selected event in the preview (after a trace)"),
-    ("ctrl+f", "pin the query: new matches show live above (again: unpin)"),
-    ("ctrl+y", 'copy "sessionId entryId" of the selection'),
-    ("ctrl+g", "open the session file in $EDITOR at the entry's line"),
-    ("f1", "this help (? too, outside the query line; escape closes it)"),
-    ("ctrl+q", "quit, printing nothing"),
-]
-
-HELP = "\n".join(
-    [
-        'Type to search (every keystroke; "quoted phrases"). Filter words:',
-        "  kind:tool.result  tool:bash  since:7d  until:2026-05-01",
-        "  branch:selected  is:error  -is:error",
-        "",
-        *(f"  {keys:<12} {does}" for keys, does in HELP_KEYS),
-    ]
-)
 
 
 class SearchApp(App[str]):

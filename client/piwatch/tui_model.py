@@ -1,6 +1,7 @@
-"""What `piwatch tui` decides, apart from drawing (pure): the query line's
-filter words, the search request a screen state asks for, which answer is
-current (stale ones are dropped), and a result row's cells.
+"""What `piwatch tui` decides, apart from drawing (pure): its keys' help,
+the query line's filter words, the search request a screen state asks for,
+which answer is current (stale ones are dropped), a result row's cells and
+how they fit the width, the preview's marked lines, what no hits says.
 
 The query line takes search's query language plus filter words:
 `kind:tool.result`, `tool:bash`, `since:7d`, `until:2026-05-01`,
@@ -25,6 +26,8 @@ from .timeparse import parse_time
 
 __all__ = [
     "COLUMNS",
+    "HELP",
+    "HELP_KEYS",
     "FILTER_WORDS",
     "PAGE",
     "Latest",
@@ -54,6 +57,35 @@ COLUMNS = (16, 16, 24)  # at most these cells of time, project, kind/tool; the s
 # then no project (in one project's scope it hardly changes); then the time alone.
 NARROW = ((11, 9, 14), (11, 0, 14), (11, 0, 0))
 ELLIPSIS = "\u2026"  # marks a snippet cut in front
+
+
+# The keys and what they do, as F1 shows them (`tui.SearchApp` binds them; test_tui presses
+# each one and checks it).
+HELP_KEYS: list[tuple[str, str]] = [
+    ("down / up", "select a result; off the last / first row: next / prev page"),
+    ("pgdn / pgup", "next / previous page (a screenful)"),
+    ("enter", 'print "sessionId entryId" of the selection and exit'),
+    ("ctrl+o", "scope: this project / all projects"),
+    ("ctrl+s", "errors only on / off (as is:error in the query)"),
+    ("tab", "to the preview and back (there up/down/pgup/pgdn scroll)"),
+    ("ctrl+t", "trace of the selected event in the preview"),
+    ("ctrl+r", "read of the selected event in the preview (after a trace)"),
+    ("ctrl+f", "pin the query: new matches show live above (again: unpin)"),
+    ("ctrl+y", 'copy "sessionId entryId" of the selection'),
+    ("ctrl+g", "open the session file in $EDITOR at the entry's line"),
+    ("f1", "this help (? too, outside the query line; escape closes it)"),
+    ("ctrl+q", "quit, printing nothing"),
+]
+
+HELP = "\n".join(
+    [
+        'Type to search (every keystroke; "quoted phrases"). Filter words:',
+        "  kind:tool.result  tool:bash  since:7d  until:2026-05-01",
+        "  branch:selected  is:error  -is:error",
+        "",
+        *(f"  {keys:<12} {does}" for keys, does in HELP_KEYS),
+    ]
+)
 
 
 def parse_line(line: str) -> tuple[str, dict[str, Any], list[str]]:
