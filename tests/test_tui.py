@@ -14,20 +14,32 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.world import wait_for
 from piwatch.tui_model import (
     COLUMNS,
+    NARROW,
     Latest,
     NewestOnly,
     ScreenState,
+    around_match,
+    first_marked,
+    fit_columns,
     fit_row,
     marked_segments,
+    match_terms,
+    no_hits_lines,
     parse_line,
     search_request,
     wrap_lines,
+    wrap_marked,
 )
 from rich.cells import cell_len
 
-pytestmark = pytest.mark.timeout(180)
+# A worker thread's exception (one printed after the screen is gone) fails the test.
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"),
+]
 
 
 @pytest.mark.parametrize(
@@ -71,17 +83,102 @@ CELLS = ("2026-05-01 10:00", "proj", "tool.result bash ERROR")
 SNIPPET = [("before ", False), ("kraken", True), (" after 日本語 tail", False)]
 
 
-@pytest.mark.parametrize("width", [200, 80, 70, 65, 64, 20, 3, 0])
+@pytest.mark.parametrize("width", [200, 120, 80, 70, 65, 64, 20, 3, 0])
 def test_a_result_row_fills_exactly_its_width(width):
     pieces = fit_row(CELLS, SNIPPET, width)
     text = "".join(p for p, _ in pieces)
     assert cell_len(text) == width
-    fixed = sum(COLUMNS) + 2 * len(COLUMNS)
+    columns = fit_columns(COLUMNS, width)
+    fixed = sum(columns) + 2 * sum(1 for cols in columns if cols)
     if width >= fixed + len("before kraken"):
-        assert text.startswith("2026-05-01 10:00  proj") and ("kraken", True) in pieces
-        columns = "".join(cell.ljust(cols) + "  " for cell, cols in zip(CELLS, COLUMNS, strict=True))
-        assert text.startswith(columns + "before kraken")
+        time = CELLS[0][-columns[0] :]  # a narrow time column loses the year first
+        cells = (time, *(cell[:cols] for cell, cols in zip(CELLS[1:], columns[1:], strict=True)))
+        prefix = "".join(cell.ljust(cols) + "  " for cell, cols in zip(cells, columns, strict=True) if cols)
+        assert text.startswith(prefix + "before kraken") and ("kraken", True) in pieces
     assert all(not match or piece in "kraken" for piece, match in pieces)
+
+
+def test_narrow_rows_leave_the_snippet_at_least_half():
+    assert fit_columns(COLUMNS, 200) == COLUMNS and fit_columns(COLUMNS, 123) == COLUMNS
+    assert fit_columns(COLUMNS, 122) == NARROW[0]  # 62 fixed cells would leave 60 of 122
+    assert fit_columns((16, 3, 9), 80) == (16, 3, 9)  # narrow cells need no narrowing
+    assert [fit_columns(COLUMNS, w) for w in (60, 40, 20)] == [NARROW[1], NARROW[2], NARROW[2]]
+    text = "".join(p for p, _ in fit_row(CELLS, SNIPPET, 80))
+    assert text.startswith("05-01 10:00  proj" + " " * 7 + "tool.result ba  before kraken")
+    assert "".join(p for p, _ in fit_row(CELLS, SNIPPET, 40)).startswith("05-01 10:00  before kraken")
+
+
+# A snippet as piwatchd cuts it: its window starts about a quarter of the window before the match.
+LONG = "x" * 100 + " and then compaction ran on the session " + "y" * 280
+
+
+@pytest.mark.parametrize("width", [200, 140, 120, 100, 80, 60, 40, 30])
+def test_a_row_shows_its_match_centred(width):
+    """piwatchd's snippet puts the match ~105 characters in: at 140 columns
+    the row used to end before it. Now the snippet is cut in front (marked …)
+    so the match sits mid-way in the snippet's cells."""
+    start = LONG.index("compaction")
+    segments = marked_segments(LONG, [(start, start + len("compaction"))])
+    pieces = fit_row(CELLS, segments, width)
+    text = "".join(p for p, _ in pieces)
+    assert cell_len(text) == width and ("compaction", True) in pieces
+    shown = sum(1 for cols in fit_columns(COLUMNS, width) if cols)
+    snippet_at = sum(cell_len(p) for p, _ in pieces[:shown])  # the cells come first
+    room = width - snippet_at
+    left = text.index("compaction") - snippet_at
+    right = room - left - len("compaction")
+    if start + len("compaction") > room:  # it would not have fitted: cut in front
+        assert text[snippet_at] == "\u2026" and abs(left - right) <= 2, (left, right)
+    else:
+        assert text[snippet_at:].startswith("xxx")
+
+
+def test_around_match_keeps_the_row_full_and_wide_characters_whole():
+    tail = [("a" * 30, False), ("hit", True), ("日本語", False)]  # the snippet ends soon after the match
+    cut = around_match(tail, 20)
+    assert cut[0] == ("\u2026", False) and ("hit", True) in cut
+    assert sum(cell_len(p) for p, _ in cut) == 20  # moved left so no cell is blank
+    wide = [("日本語日本語日本語日本語", False), ("hit", True), ("z" * 40, False)]
+    for width in range(8, 30):  # every cut position through the wide characters
+        cut = around_match(wide, width)
+        shown = "".join(p for p, _ in cut)
+        assert ("hit", True) in cut and cell_len(shown) >= width and "\ufffd" not in shown
+    assert around_match(SNIPPET, 200) == SNIPPET and around_match([("a", False)], 1) == [("a", False)]
+    assert around_match([("a" * 10, False), ("x" * 50, True)], 20) == [("\u2026", False), ("x" * 50, True)]
+
+
+def test_the_preview_marks_matches_even_across_a_cut():
+    lines = wrap_marked("one Kraken two\n" + "z" * 8 + "kraken", 10, ("kraken",))
+    assert lines[0] == [("one ", False), ("Kraken", True)] and lines[1] == [(" two", False)]
+    assert lines[2] == [("zzzzzzzz", False), ("kr", True)] and lines[3] == [("aken", True)]
+    assert wrap_lines("one Kraken two", 10) == ["one Kraken", " two"]
+    assert wrap_marked("a\x1b[2J kraken", 40, ("kraken",))[0][-1] == ("kraken", True)  # escaped first
+
+
+def test_the_preview_opens_at_the_first_match_in_the_matched_fragment():
+    text = "session s  entry e\n-- before\n  e0  kraken said before\n-- f1 (text, 9 chars)\nintro\nkraken\n"
+    lines = wrap_marked(text, 80, ("kraken",))
+    assert first_marked(lines, "-- f1 (") == 5  # not the neighbour's line 2
+    assert first_marked(lines, "-- f9 (") == 2 and first_marked(lines) == 2
+    assert first_marked(wrap_marked("a\n-- f1 (x)\nb", 80, ("kraken",)), "-- f1 (") == 1
+    assert first_marked(wrap_marked("a\nb", 80, ("kraken",))) is None
+
+
+def test_match_terms_are_the_snippet_words_as_matched():
+    from types import SimpleNamespace
+
+    hit = SimpleNamespace(
+        snippet="Kraken and kraken, krakens and release", spans=[(0, 6), (11, 17), (19, 26), (31, 31)]
+    )
+    assert match_terms(hit) == ("krakens", "kraken")
+
+
+def test_no_hits_says_where_the_hits_are_and_how_to_widen():
+    assert no_hits_lines(True, None) == ["no hits in any project"]
+    assert no_hits_lines(False, (0, False)) == ["no hits in this project or any other"]
+    assert no_hits_lines(False, None) == ["no hits in this project"]
+    assert no_hits_lines(False, (1, False))[1] == "1 hit in other projects: ctrl+o searches all projects"
+    assert no_hits_lines(False, (50, True))[1].startswith("50+ hits in other projects")
 
 
 def test_columns_are_as_wide_as_their_widest_cell_up_to_a_cap():
@@ -93,9 +190,9 @@ def test_columns_are_as_wide_as_their_widest_cell_up_to_a_cap():
     ]
     assert column_widths(rows) == (16, COLUMNS[1], len("tool.call bash"))
     assert column_widths([]) == (0, 0, 0)
-    text = "".join(p for p, _ in fit_row(rows[0], SNIPPET, 60, column_widths(rows)))
+    text = "".join(p for p, _ in fit_row(rows[0], SNIPPET, 140, column_widths(rows)))
     assert text.startswith("2026-05-01 10:00  api" + " " * (COLUMNS[1] - 3) + "  user.text       before")
-    assert cell_len(text) == 60
+    assert cell_len(text) == 140
 
 
 def test_a_cut_wide_character_never_overflows():
@@ -209,10 +306,10 @@ def test_late_answers_to_older_queries_never_show(world):
     drawn = []
 
     class Recording(SearchApp):
-        def _draw(self, ticket, line, result, problems):
+        def _draw(self, ticket, line, *rest):
             if self.searches.is_current(ticket):
                 drawn.append(line)
-            super()._draw(ticket, line, result, problems)
+            super()._draw(ticket, line, *rest)
 
     async def go():
         app = Recording(SlowFirst(str(world.sock)), cwd=str(world.proj))
@@ -454,3 +551,463 @@ def test_the_preview_reads_once_typing_pauses(world):
             assert PREVIEW_SETTLE < PREVIEW_AFTER_TYPING
 
     _run(go())
+
+
+# -- the keys, as a person expects them ------------------------------------------------------
+
+
+def _textual_keys(*classes):
+    """key -> the actions Textual's own classes among `classes` (and their bases) bind it to."""
+    from textual.binding import BindingsMap
+
+    out: dict[str, set[str]] = {}
+    for cls in classes:
+        for klass in cls.__mro__:
+            if klass.__module__.startswith("textual.") and "BINDINGS" in vars(klass):
+                for key, bindings in BindingsMap(vars(klass)["BINDINGS"]).key_to_bindings.items():
+                    out.setdefault(key, set()).update(b.action for b in bindings)
+    return out
+
+
+def _own_keys(cls):
+    from textual.binding import BindingsMap
+
+    return {key: {b.action for b in bs} for key, bs in BindingsMap(vars(cls)["BINDINGS"]).key_to_bindings.items()}
+
+
+# Input binds these to scrolling, which it skips (SkipAction) while it cannot scroll
+# vertically, as a one-line Input never can: the key goes on to the app's binding.
+SKIPPED_ON_ONE_LINE = {"up": "scroll_up", "down": "scroll_down", "pageup": "page_up", "pagedown": "page_down"}
+
+
+def test_no_key_collides_with_textuals_own():
+    """ctrl+p was the previous page, but Textual's App opens its command palette
+    on it; ctrl+e was errors-only, but the query line (focused from the start)
+    takes it as end-of-line. Every key of the TUI is checked against the
+    installed Textual's App, Screen and Input bindings and the palette key:
+    the bindings a key meets on its way from the focused widget (the query
+    line or the preview, children of the screen) up to the app."""
+    from piwatch.tui import SearchApp
+    from piwatch.tui_widgets import HelpScreen, PreviewPane, QueryInput
+    from textual.keys import Keys
+    from textual.screen import Screen
+
+    screen = _textual_keys(SearchApp, Screen, HelpScreen)  # App's, Screen's, ModalScreen's
+    screen.setdefault(SearchApp.COMMAND_PALETTE_BINDING, set()).add("command_palette")
+    query = _textual_keys(QueryInput)
+    special = {key.value for key in Keys}
+    for key, actions in _own_keys(SearchApp).items():
+        # Focus starts in the query line: every app key must get past it.
+        assert "ctrl+" in key or key in special, f"{key}: the query line types it"
+        taken = screen.get(key, set()) - actions  # the same action as Textual's (ctrl+q quit) is no collision
+        assert not taken, f"{key}: Textual binds it to {taken}"
+        if key in query:
+            assert query[key] == {SKIPPED_ON_ONE_LINE.get(key)}, f"{key}: the query line binds it to {query[key]}"
+    for cls in (PreviewPane, HelpScreen):  # bound only while they have focus (or are on top)
+        for key, actions in _own_keys(cls).items():
+            assert not screen.get(key, set()) - actions, f"{cls.__name__} {key}: Textual binds it"
+    assert "enter" in query and "tab" in screen  # the help's enter and tab are Textual's own keys
+
+
+def test_every_key_in_the_help_is_bound():
+    from piwatch.tui import HELP, HELP_KEYS, SearchApp
+    from piwatch.tui_widgets import PreviewPane
+
+    names = {"pgdn": "pagedown", "pgup": "pageup"}
+    bound = set(_own_keys(SearchApp)) | {"enter", "tab"}  # enter: the query line's submit; tab: Textual's focus
+    for keys, does in HELP_KEYS:
+        for key in keys.split(" / "):
+            assert names.get(key, key) in bound, key
+        assert f"{keys:<12} {does}" in HELP
+    shown = {b.key for b in SearchApp.BINDINGS if b.show}  # the footer's
+    assert shown <= {k for keys, _ in HELP_KEYS for k in keys.split(" / ")}
+    assert {"enter", "question_mark"} <= set(_own_keys(PreviewPane))
+    assert max(cell_len(line) for line in HELP.splitlines()) <= 80 - 6  # in its border and padding at 80 columns
+
+
+async def _search(pilot, app, query):
+    await pilot.press("ctrl+u", *query)
+    await _until(pilot, lambda: app.shown_query == query and app.hits, timeout=30)
+
+
+def _expected_preview(world, op, hit):
+    """The preview's text for `op` of `hit`, as the CLI prints it, asked straight of piwatchd."""
+    import io
+
+    from piwatch.colour import SafeText
+    from piwatch.commands.read import print_read
+    from piwatch.commands.trace import print_trace
+
+    args = {"sessionId": hit.session_id, "entryId": hit.entry_id}
+    if op == "read":
+        args.update(before=2, after=2, order="branch")
+    out = io.StringIO()
+    result = world.client().request(op, args, {"cwd": str(world.proj)})
+    (print_read if op == "read" else print_trace)(result, SafeText(out, False))
+    return out.getvalue()
+
+
+def _wombats(world):
+    """75 hits in this project: more than one screenful."""
+    for i in range(3):
+        entries = [
+            msg(f"s-w{i}-e{j}", None if j == 0 else f"s-w{i}-e{j - 1}", "user", f"wombat {j}") for j in range(25)
+        ]
+        d = world.root / f"w{i}"
+        d.mkdir()
+        (d / f"s-w{i}.jsonl").write_bytes(jsonl(v3_header(f"s-w{i}", str(world.proj)), *entries))
+
+
+def _an_error(world):
+    d = world.root / "err"
+    d.mkdir()
+    call = {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "kraken --go"}}
+    result = msg("s-err-e2", "s-err-e1", "toolResult", [{"type": "text", "text": "kraken failed"}], isError=True)
+    result["message"].update(toolCallId="c1", toolName="bash")
+    entries = [msg("s-err-e0", None, "user", "run it"), msg("s-err-e1", "s-err-e0", "assistant", [call]), result]
+    (d / "s-err.jsonl").write_bytes(jsonl(v3_header("s-err", str(world.proj)), *entries))
+
+
+async def _key_moves(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    await pilot.press("down")
+    assert app.table.cursor == 1
+    await _until(pilot, lambda: f"entry {app.hits[1].entry_id}" in app.preview_text)
+    await pilot.press("up")
+    assert app.table.cursor == 0
+    await _search(pilot, app, "wombat")
+    page = len(app.hits)
+    assert app.has_more and page > 2
+    await pilot.press(*["down"] * (page - 1))
+    assert app.table.cursor == page - 1 and app.state.offset == 0
+    await pilot.press("down")  # past the last row: the next page, at its first
+    await _until(pilot, lambda: app.state.offset == page and app.searches.is_current(app.drawn))
+    assert app.table.cursor == 0
+    await pilot.press("up")  # before the first: the previous page, at its last
+    await _until(pilot, lambda: app.state.offset == 0 and app.searches.is_current(app.drawn))
+    assert app.table.cursor == page - 1
+
+
+async def _key_pages(world, app, pilot):
+    await _search(pilot, app, "wombat")
+    first = [(h.session_id, h.entry_id) for h in app.hits]
+    await pilot.press("pagedown")
+    await _until(pilot, lambda: app.state.offset == len(first) and app.searches.is_current(app.drawn))
+    assert not set(first) & {(h.session_id, h.entry_id) for h in app.hits}
+    await pilot.press("pageup")
+    await _until(pilot, lambda: app.state.offset == 0 and app.searches.is_current(app.drawn))
+    assert [(h.session_id, h.entry_id) for h in app.hits] == first
+
+
+async def _key_enter(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    await pilot.press("down", "enter")
+    await _until(pilot, lambda: app.return_value is not None)
+    assert app.return_value == f"{app.hits[1].session_id} {app.hits[1].entry_id}"
+
+
+async def _key_scope(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    assert "s-prefix" not in {h.session_id for h in app.hits}
+    await pilot.press("ctrl+o")
+    await _until(pilot, lambda: "s-prefix" in {h.session_id for h in app.hits})
+    assert "scope: all projects" in app.scope_text
+
+
+async def _key_errors(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    assert not all(h.is_error for h in app.hits)
+    await pilot.press("ctrl+s")
+    await _until(pilot, lambda: app.hits and all(h.is_error for h in app.hits))
+    assert "errors only" in app.scope_text and app.query_one("#query").value == "kraken"
+    await pilot.press("ctrl+s")
+    await _until(pilot, lambda: not all(h.is_error for h in app.hits))
+
+
+async def _key_tab(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    query = app.query_one("#query")
+    await pilot.press("tab")
+    assert app.focused is app.preview_w
+    await pilot.press("tab")
+    assert app.focused is query
+    await pilot.press("s")  # adds to the query: tab back selected none of it
+    assert query.value == "krakens"
+
+
+async def _key_trace(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    await pilot.press("ctrl+t")
+    await _until(pilot, lambda: app.preview_text == _expected_preview(world, "trace", app.hits[0]))
+
+
+async def _key_read(world, app, pilot):
+    await _key_trace(world, app, pilot)
+    await pilot.press("ctrl+r")
+    await _until(pilot, lambda: app.preview_text == _expected_preview(world, "read", app.hits[0]))
+
+
+async def _key_pin(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    await pilot.press("ctrl+f")
+    assert app.pin_stop is not None and app.pinned_w.display and "pinned" in str(app.pinned_w.render())
+    await pilot.press("ctrl+f")
+    assert app.pin_stop is None and not app.pinned_w.display
+
+
+async def _key_copy(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    await pilot.press("down", "ctrl+y")
+    assert app.clipboard == f"{app.hits[1].session_id} {app.hits[1].entry_id}"
+
+
+async def _key_edit(world, app, pilot):
+    notes = []
+    app.notify = lambda message, **kw: notes.append(message)
+    await _search(pilot, app, "kraken")
+    await pilot.press("ctrl+g")  # a headless screen cannot be left: it says where the entry is
+    await _until(pilot, lambda: notes)
+    path = world.root / "a" / "s-proj.jsonl" if app.hits[0].session_id == "s-proj" else None
+    assert "at line " in notes[0] and (path is None or str(path) in notes[0]), notes
+
+
+async def _key_help(world, app, pilot):
+    from piwatch.tui import HELP
+    from piwatch.tui_widgets import HelpScreen
+
+    await pilot.press("f1")
+    assert isinstance(app.screen, HelpScreen) and str(app.screen.query_one("#help").render()) == HELP
+    await pilot.press("escape")
+    assert not isinstance(app.screen, HelpScreen)
+    await pilot.press("tab", "question_mark")  # ? outside the query line
+    assert isinstance(app.screen, HelpScreen)
+    await pilot.press("q")
+    assert not isinstance(app.screen, HelpScreen)
+
+
+async def _key_quit(world, app, pilot):
+    await _search(pilot, app, "kraken")
+    await pilot.press("ctrl+q")
+    await _until(pilot, lambda: not app.is_running)
+    assert app.return_value is None
+
+
+KEY_CHECKS = {
+    "down / up": _key_moves,
+    "pgdn / pgup": _key_pages,
+    "enter": _key_enter,
+    "ctrl+o": _key_scope,
+    "ctrl+s": _key_errors,
+    "tab": _key_tab,
+    "ctrl+t": _key_trace,
+    "ctrl+r": _key_read,
+    "ctrl+f": _key_pin,
+    "ctrl+y": _key_copy,
+    "ctrl+g": _key_edit,
+    "f1": _key_help,
+    "ctrl+q": _key_quit,
+}
+
+
+@pytest.mark.timeout(600)  # thirteen screens, one after another
+def test_every_key_in_the_help_does_what_it_says(world):
+    """Each key the help (F1) lists, pressed in a fresh screen, does what the help says."""
+    from piwatch.tui import HELP_KEYS
+
+    assert [keys for keys, _ in HELP_KEYS] == list(KEY_CHECKS)
+    _wombats(world)
+    _an_error(world)
+    with world.client({"all": True}) as c:
+        wait_for(lambda: c.search("wombat", limit=1, offset=74).hits and c.search('"kraken failed"').hits)
+
+    async def go():
+        for keys, check in KEY_CHECKS.items():
+            app = _app(world)
+            async with app.run_test(size=(120, 40)) as pilot:
+                try:
+                    await check(world, app, pilot)
+                except AssertionError as exc:
+                    raise AssertionError(f"{keys}: {exc}") from exc
+
+    _run(go())
+
+
+def _long_session(world, word, n=12):
+    """A session in this project whose messages hold `word` ~160 characters in (past a row's end)."""
+    from helpers.world import write
+
+    filler = "lorem ipsum dolor sit amet " * 6
+    write(world.root, "long", "s-long", str(world.proj), *[f"{filler}then {word} {i} ran {filler}" for i in range(n)])
+    with world.client({"all": True}) as c:
+        wait_for(lambda: len(c.search(word, limit=n).hits) == n)
+
+
+def test_usable_at_80x24(world):
+    """At 80x24 the rows show the matched word (piwatchd's snippet has it ~105
+    characters in: past the row's end at 80 and even 140 columns before), and
+    the query line, scope, status and footer leave most rows to the results
+    and the preview."""
+
+    _long_session(world, "compaction")
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _search(pilot, app, "compaction")
+            rows = app.table.fits
+            assert rows >= 9 and rows + app.preview_w.size.height >= 18, (rows, app.preview_w.size)
+            drawn = [str(app.table.render_line(y).text) for y in range(rows)]
+            assert all("compaction" in line and len(line) == 80 for line in drawn), drawn
+            await pilot.resize_terminal(140, 40)  # a taller screen gets the query line's border back
+            await _until(pilot, lambda: app.table.fits > rows)
+            assert not app.query_one("#query").compact
+            assert all("compaction" in str(app.table.render_line(y).text) for y in range(len(app.hits)))
+
+    _run(go())
+
+
+def test_no_hits_says_so_and_how_many_other_projects_hold(world):
+    from helpers.world import write
+
+    write(world.root, "other", "s-other", str(world.base / "proj2"), "a platypus elsewhere")
+    with world.client({"all": True}) as c:
+        wait_for(lambda: c.search("platypus").hits)
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press(*"platypus")  # only in the other project
+            await _until(pilot, lambda: app.shown_query == "platypus" and app.table.message)
+            assert app.table.message == [
+                "no hits in this project",
+                "1 hit in other projects: ctrl+o searches all projects",
+            ]
+            assert str(app.table.render_line(1).text).strip() == app.table.message[1]
+            assert "no hits" in app.scope_text and "hits 0-0" not in app.scope_text
+            await pilot.press("ctrl+o")
+            await _until(pilot, lambda: [h.session_id for h in app.hits] == ["s-other"])
+            assert not app.table.message
+            await pilot.press("ctrl+u", *"zzqqxx")
+            await _until(pilot, lambda: app.shown_query == "zzqqxx" and app.table.message)
+            assert app.table.message == ["no hits in any project"]
+            await pilot.press("ctrl+o")
+            await _until(pilot, lambda: app.table.message == ["no hits in this project or any other"])
+
+    _run(go())
+
+
+def test_the_preview_marks_the_matches_and_opens_at_the_first(world):
+    """The event before is shown too (its first line mentions the word): the
+    preview opens at the match in the selected event's own text, far below."""
+    from helpers.world import write
+    from piwatch.tui_widgets import PreviewPane
+
+    body = "\n".join([*(f"line {i}" for i in range(60)), "then the Zeppelin landed", *("tail" for _ in range(30))])
+    write(world.root, "deep", "s-deep", str(world.proj), "a zeppelin overview", body)
+    with world.client({"all": True}) as c:
+        wait_for(lambda: len(c.search("zeppelin").hits) == 2)
+
+    async def go():
+        app = _app(world)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _search(pilot, app, "zeppelin")
+            row = [h.entry_id for h in app.hits].index("s-deep-e1")
+            await pilot.press(*["down"] * row)
+            pane = app.preview_w
+            await _until(pilot, lambda: "entry s-deep-e1" in app.preview_text and pane.text == app.preview_text)
+            await pilot.pause(0.1)
+            assert pane.top > 60
+            line = pane.render_line(PreviewPane.CONTEXT)
+            marked = [seg.text for seg in line if seg.style and seg.style.reverse]
+            assert "Zeppelin landed" in line.text and marked == ["Zeppelin"], list(line)
+            await pilot.press("tab", "home")  # the user scrolls: the top is theirs
+            assert pane.top == 0 and "session s-deep" in pane.render_line(0).text
+            assert any(seg.style and seg.style.reverse for y in range(pane.size.height) for seg in pane.render_line(y))
+
+    _run(go())
+
+
+def test_the_daemon_stopping_mid_session_falls_back_to_the_index_file(world, monkeypatch):
+    monkeypatch.setenv("PIWATCH_DB", str(world.db))
+    monkeypatch.setenv("PIWATCH_CONFIG", str(world.base / "none.toml"))
+
+    async def go():
+        app = _app(world, status_every=0.2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _search(pilot, app, "kraken")
+            assert not app.backend.read_only
+            world.stop()
+            await _search(pilot, app, "answer")  # answered from the index file
+            assert app.backend.read_only and app.backend.down_reason
+            await _until(pilot, lambda: "not running" in str(app.status_w.render()))
+            await pilot.press("ctrl+t")
+            await _until(
+                pilot, lambda: app.previewing and app.previewing[0] == "trace" and "trace:" not in app.preview_text
+            )
+            world.start()  # back: the status poll moves the screen back to piwatchd
+            await _until(pilot, lambda: not app.backend.read_only, timeout=30)
+            await _search(pilot, app, "release")
+            await _until(pilot, lambda: "piwatchd:" in str(app.status_w.render()))
+
+    _run(go())
+
+
+def _tui_in_a_terminal(world, keys_after_hits: bytes):
+    """`piwatch tui` as a person runs it in a pipeline: the keyboard and the
+    screen on a terminal (stdin, stderr: a pty), stdout a pipe. Types
+    `kraken`, then `keys_after_hits` once the results are drawn; (exit code,
+    stdout, what the terminal got)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from helpers.world import BIN
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = {**world.env, "TERM": "xterm-256color"}
+    proc = subprocess.Popen(
+        [str(BIN / "piwatch"), "tui"], stdin=slave, stderr=slave, stdout=subprocess.PIPE, cwd=world.proj, env=env
+    )
+    os.close(slave)
+    screen = bytearray()
+
+    def read():  # the terminal's side: keep reading, or the app blocks on a full pty
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: b"F1: help" in screen)  # the query line's placeholder: the app is up
+        os.write(master, b"kraken")
+        wait_for(lambda: b"hits 1-" in screen)
+        os.write(master, keys_after_hits)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        reader.join(5)
+    return proc.returncode, out, bytes(screen)
+
+
+def test_enter_prints_the_selected_reference_on_stdout_for_a_pipe(world):
+    """As fzf: the screen is drawn on the terminal, and stdout gets only
+    `sessionId entryId` of the selected result, once the screen is gone."""
+    code, out, screen = _tui_in_a_terminal(world, b"\r")
+    with world.client({"cwd": str(world.proj)}) as c:
+        refs = {f"{h.session_id} {h.entry_id}\n".encode() for h in c.search("kraken", limit=50).hits}
+    assert code == 0 and out in refs, (code, out)
+    assert b"scope: this project" in screen  # drawn on the terminal, none of it on stdout
+
+    code, out, _ = _tui_in_a_terminal(world, b"\x11")  # ctrl+q: quit choosing nothing
+    assert (code, out) == (130, b"")

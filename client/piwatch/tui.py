@@ -3,11 +3,20 @@ command: the `piwatch` package never imports Textual at import time.
 
 Every keystroke searches (piwatchd answers in milliseconds); each request
 takes a ticket (`tui_model.Latest`) and an answer is drawn only if its ticket
-is still the newest, so a late answer to an older query never flashes. The
-preview pane shows `read` of the selected event with its branch neighbours
-(the CLI's own text of it), `trace` on a key. When piwatchd is down the
-screen says so and answers from the index file read-only, as the CLI does.
+is still the newest, so a late answer to an older query never flashes. Rows
+show the snippet around its first match. The preview pane shows `read` of
+the selected event with its branch neighbours (the CLI's own text of it),
+the matched words marked and opened at the first; `trace` on a key. Enter
+ends the screen and prints `sessionId entryId` of the selected result on
+stdout, for a pipe, as fzf does (Textual draws on stderr). A query that
+finds nothing in this project says how many hits the other projects hold.
+When piwatchd is down, at start or mid-session, the screen says so and
+answers from the index file read-only, as the CLI does (`tui_backend`).
 Session text is shown with control characters escaped, never raw.
+
+Keys are chosen clear of Textual's own (App, Screen, Input: ctrl+p opens its
+command palette; the query line, where focus starts, takes ctrl+a/e/k/u/w/
+d/x/c/v and enter): test_tui checks them against the installed Textual.
 """
 
 from __future__ import annotations
@@ -15,8 +24,8 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 import threading
-import time
 from collections import deque
 from typing import Any, ClassVar
 
@@ -30,19 +39,30 @@ FRAMES_PER_SECOND = 240
 os.environ.setdefault("TEXTUAL_FPS", str(FRAMES_PER_SECOND))
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from .client import Client, DaemonNotRunning, Follow, LocalTransport, PiwatchError
+from .client import Follow, PiwatchError
 from .colour import SafeText, visible_controls
-from .rates import format_duration, format_rate, time_left
-from .tui_model import PAGE, Latest, NewestOnly, ScreenState, marked_segments, row_cells, search_request
-from .tui_widgets import Answered, Previewed, PreviewPane, QueryInput, ResultList, hit_row
+from .tui_backend import Backend, line_of, status_line
+from .tui_model import (
+    HELP,
+    HELP_KEYS,
+    PAGE,
+    Latest,
+    NewestOnly,
+    ScreenState,
+    marked_segments,
+    match_terms,
+    no_hits_lines,
+    row_cells,
+    search_request,
+)
+from .tui_widgets import Answered, HelpScreen, Previewed, PreviewPane, QueryInput, ResultList, hit_row
 
-__all__ = ["Backend", "SearchApp", "HELP", "FRAMES_PER_SECOND"]
+__all__ = ["Backend", "SearchApp", "HELP", "HELP_KEYS", "FRAMES_PER_SECOND", "status_line"]
 
 # A preview waits this long for the selection to settle: reads of rows passed
 # over, or of results a keystroke already replaced, never take the connection from a search.
@@ -51,82 +71,20 @@ PREVIEW_SETTLE = 0.08
 # (~0.1-0.2 s): the preview reads (and repaints) once the typing pauses, not between keys.
 PREVIEW_AFTER_TYPING = 0.3
 
-HELP = """\
-Type to search (every keystroke; "quoted phrases"). Filter words in the query line:
-  kind:tool.result  tool:bash  since:7d  until:2026-05-01  branch:selected  is:error  -is:error
+# On exit, the longest wait for a search or preview under way to end before its connection closes.
+UNMOUNT_WAIT = 2.0
 
-  ctrl+o  scope: this project / all projects     ctrl+e  errors only on/off
-  down/up select a result (the preview shows `read` with branch neighbours); pgdn/pgup page
-  tab     to the preview and back (there, up/down/pgup/pgdn scroll it; so does the mouse wheel)
-  ctrl+t  trace of the selected event            ctrl+r  back to read
-  ctrl+f  pin the query: its new matches appear live above the results (again: unpin)
-  ctrl+n / ctrl+p  next / previous page          ctrl+y  copy "sessionId entryId"
-  ctrl+g  open the session file in $EDITOR at the entry's line
-  f1      this help                              ctrl+q  quit
-"""
+# Screens with fewer rows than this get the query line without its border.
+COMPACT_BELOW = 30
+
+# Hits counted in the other projects when this one has none: up to this many ("50+").
+ELSEWHERE_MAX = 50
 
 
-class Backend:
-    """piwatchd over its socket, or (when it is not running) the index file
-    read-only through the same api in-process. Searches have a connection of
-    their own, so a keystroke's search never waits behind a preview's read or
-    the status poll; calls on one connection are serialized."""
-
-    def __init__(self, socket: str | None = None, db: str | None = None) -> None:
-        self._lock = threading.Lock()
-        self.read_only = False
-        self.down_reason: str | None = None
-        if db:
-            self.client = Client(transport=LocalTransport(db))
-            self.read_only = True
-        else:
-            self.socket = socket
-            self.client = Client(socket)
-            try:
-                self.client.hello()
-            except DaemonNotRunning as exc:
-                from .commands._common import _db_path
-
-                self.down_reason = str(exc)
-                self.client = Client(transport=LocalTransport(_db_path(None)))
-                self.read_only = True
-        # The index file read in-process is one connection for everything.
-        self._searches = (self.client, self._lock) if self.read_only else (Client(socket), threading.Lock())
-
-    def call(self, op: str, args: dict[str, Any], caller: dict[str, Any]) -> Any:
-        client, lock = self._searches if op == "search" else (self.client, self._lock)
-        with lock:
-            return client.request(op, args, caller)
-
-    def follow(self, query: str, filters: dict[str, Any], caller: dict[str, Any]) -> Follow:
-        """A standing query on a connection of its own (never serialized with the searches)."""
-        if self.read_only:
-            raise PiwatchError("pinning a query needs piwatchd running (an index file never changes)")
-        return Client(self.socket).follow(query, filters=filters, caller=caller)
-
-    def status(self) -> Any:
-        with self._lock:
-            return self.client.status()
-
-    def close(self) -> None:
-        self.client.close()
-        if self._searches[0] is not self.client:
-            self._searches[0].close()
-
-
-class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
-        Binding("escape,f1,q", "dismiss", "close")
-    ]
-
-    def compose(self) -> ComposeResult:
-        yield Static(HELP, id="help")
-
-
-class SearchApp(App[None]):
+class SearchApp(App[str]):
     CSS = """
     #scope { height: 1; color: $text-muted; }
-    #pinned { height: auto; max-height: 6; color: $success; }
+    #pinned { height: auto; max-height: 6; color: $success; display: none; }
     #results { height: 1fr; }
     #preview { height: 1fr; border-top: solid $primary; }
     #status { height: 1; color: $warning; }
@@ -139,16 +97,14 @@ class SearchApp(App[None]):
         Binding("pagedown", "page(1)", "next page", show=False),
         Binding("pageup", "page(-1)", "previous page", show=False),
         Binding("ctrl+o", "toggle_scope", "scope"),
-        Binding("ctrl+e", "toggle_errors", "errors"),
+        Binding("ctrl+s", "toggle_errors", "errors"),
         Binding("ctrl+f", "pin", "pin"),
         Binding("ctrl+t", "trace", "trace"),
         Binding("ctrl+r", "read", "read", show=False),
-        Binding("ctrl+n", "page(1)", "next page"),
-        Binding("ctrl+p", "page(-1)", "prev page"),
-        Binding("ctrl+y", "copy", "copy id"),
-        Binding("ctrl+g", "edit", "editor"),
-        Binding("f1,question_mark", "help", "help"),
-        Binding("ctrl+q", "quit", "quit"),
+        Binding("ctrl+y", "copy", "copy id", show=False),
+        Binding("ctrl+g", "edit", "editor", show=False),
+        Binding("f1", "help", "help"),
+        Binding("ctrl+q", "quit", "quit"),  # Textual's own, shown in the footer
     ]
 
     def __init__(self, backend: Backend, *, cwd: str | None = None, status_every: float = 2.0) -> None:
@@ -161,19 +117,23 @@ class SearchApp(App[None]):
         self.has_more = False
         self.shown_query: str | None = None  # the query line whose answer is on screen
         self.preview_text = ""
+        self.preview_marks: tuple[tuple[str, ...], str | None] = ((), None)  # (terms, anchor) shown
+        self.land = (0, 0)  # (search ticket, row): where the cursor goes when that answer is drawn
+        self.drawn = 0  # the ticket of the answer on screen
         self.previewing: tuple[str, str, str] | None = None  # (op, sessionId, entryId) shown or asked for
         self.scope_text = ""
         # One thread each runs the newest search and the newest preview only (tui_model.NewestOnly).
         self.searcher = NewestOnly(lambda job: self._search_worker(*job), "piwatch-tui-search")
         self.previewer = NewestOnly(lambda job: self._preview_worker(*job), "piwatch-tui-preview")
         self.status_every = status_every
+        self.closing = threading.Event()  # set when the screen goes
         self.pin_stop: threading.Event | None = None
         self.pinned: deque[str] = deque(maxlen=5)  # the newest live matches of the pinned query
         self.pinned_count = 0
         self.pinned_query = ""
 
     def compose(self) -> ComposeResult:
-        yield QueryInput(placeholder="search (F1: help)", id="query")
+        yield QueryInput(placeholder="search (enter: print the selected id and exit; F1: help)", id="query")
         yield Static(id="scope")
         yield Static(id="pinned")
         yield ResultList(id="results")
@@ -203,9 +163,11 @@ class SearchApp(App[None]):
         self.previewing = None
         self.search()
 
-    def search(self) -> None:
-        """Ask for one screenful of the current line's results (the newest ask wins)."""
+    def search(self, land: int = 0) -> None:
+        """Ask for one screenful of the current line's results (the newest ask
+        wins); the cursor lands on row `land` of it (-1: the last)."""
         ticket = self.searches.next()
+        self.land = (ticket, land)
         self.state.limit = self.table.fits or PAGE
         args, problems = search_request(self.state)
         if args is None:
@@ -218,26 +180,43 @@ class SearchApp(App[None]):
     ) -> None:
         if not self.searches.is_current(ticket):
             return  # a newer keystroke came before this one started
+        elsewhere = None
         try:
             result: Any = self.backend.call("search", args, caller)
+            elsewhere = self._elsewhere(ticket, args, caller, result)
         except PiwatchError as exc:
             result, problems = None, [*problems, str(exc)]
-        self.post_message(Answered(ticket, line, result, problems))
+        self.post_message(Answered(ticket, line, result, problems, elsewhere))
+
+    def _elsewhere(
+        self, ticket: int, args: dict[str, Any], caller: dict[str, Any], result: Any
+    ) -> tuple[int, bool] | None:
+        """When this project's first page is empty: how many hits the other
+        projects hold (count, more than that), by the user's own all-projects search."""
+        if result.hits or args["offset"] or caller.get("all") or not self.searches.is_current(ticket):
+            return None
+        wider = self.backend.call("search", {**args, "limit": ELSEWHERE_MAX}, {"all": True})
+        return len(wider.hits), wider.has_more
 
     @on(Answered)
     def _answered(self, msg: Answered) -> None:
-        self._draw(msg.ticket, msg.line, msg.result, msg.problems)
+        self._draw(msg.ticket, msg.line, msg.result, msg.problems, msg.elsewhere)
 
-    def _draw(self, ticket: int, line: str, result: Any, problems: list[str]) -> None:
+    def _draw(
+        self, ticket: int, line: str, result: Any, problems: list[str], elsewhere: tuple[int, bool] | None = None
+    ) -> None:
         if not self.searches.is_current(ticket):
             return  # stale: an answer to an older query
-        self.shown_query = line
+        self.shown_query, self.drawn = line, ticket
         self.hits = list(result.hits) if result is not None else []
         self.has_more = bool(result is not None and result.has_more)
-        self.table.show([hit_row(hit) for hit in self.hits])
+        empty = no_hits_lines(self.state.all_projects, elsewhere) if result is not None and not self.hits else None
+        self.table.show([hit_row(hit) for hit in self.hits], empty)
+        if self.land[0] == ticket and self.hits:
+            self.table.move_cursor(self.land[1] % len(self.hits))
         self._show_scope(result, problems)
         if self.hits:
-            self._preview(0, settle=PREVIEW_AFTER_TYPING)
+            self._preview(self.table.cursor, settle=PREVIEW_AFTER_TYPING)
         else:
             from .commands.search import words_alone
 
@@ -248,10 +227,11 @@ class SearchApp(App[None]):
         parts = [f"scope: {self.state.scope_label()}"]
         if self.state.errors_only:
             parts.append("errors only")
-        if result is not None:
-            first = self.state.offset + 1 if result.hits else 0
+        if result is not None and result.hits:
             more = "+" if result.has_more else ""
-            parts.append(f"hits {first}-{self.state.offset + len(result.hits)}{more}")
+            parts.append(f"hits {self.state.offset + 1}-{self.state.offset + len(result.hits)}{more}")
+        elif result is not None:
+            parts.append("no hits")
         parts += problems or []
         text = visible_controls("  |  ".join(parts))
         if text != self.scope_text:  # one line of fixed height: no layout pass
@@ -280,16 +260,23 @@ class SearchApp(App[None]):
         args: dict[str, Any] = {"sessionId": hit.session_id, "entryId": hit.entry_id}
         if op == "read":
             args.update(before=2, after=2, order="branch")
-        self.previewer.submit((ticket, op, args, self.state.caller(), settle))
+        # Its matched words are marked; a read opens at the first in the matched fragment's text.
+        marks = (match_terms(hit), f"-- {hit.evidence.fragment_id} (" if op == "read" else None)
+        self.previewer.submit((ticket, op, args, self.state.caller(), settle, marks))
 
     def _preview_worker(
-        self, ticket: int, op: str, args: dict[str, Any], caller: dict[str, Any], settle: float
+        self,
+        ticket: int,
+        op: str,
+        args: dict[str, Any],
+        caller: dict[str, Any],
+        settle: float,
+        marks: tuple[tuple[str, ...], str | None],
     ) -> None:
         from .commands.read import print_read
         from .commands.trace import print_trace
 
-        time.sleep(settle)
-        if not self.previews.is_current(ticket):
+        if self.closing.wait(settle) or not self.previews.is_current(ticket):
             return  # the selection moved on (or more was typed) before this one's turn
         out = io.StringIO()
         try:
@@ -298,19 +285,19 @@ class SearchApp(App[None]):
             text = out.getvalue()
         except PiwatchError as exc:
             text = f"{op}: {exc}"
-        self.post_message(Previewed(ticket, text))
+        self.post_message(Previewed(ticket, text, marks))
 
     @on(Previewed)
     def _show_preview(self, msg: Previewed) -> None:
         if self.previews.is_current(msg.ticket):
-            self._set_preview(msg.text)
+            self._set_preview(msg.text, msg.marks)
 
-    def _set_preview(self, text: str) -> None:
+    def _set_preview(self, text: str, marks: tuple[tuple[str, ...], str | None] = ((), None)) -> None:
         if not text:
             self.previewing = None
-        if text != self.preview_text:  # its layout pass (the text's height) only when it changed
-            self.preview_text = text
-            self.preview_w.show(text)
+        if (text, marks) != (self.preview_text, self.preview_marks):  # repainted only when it changed
+            self.preview_text, self.preview_marks = text, marks
+            self.preview_w.show(text, *marks)
 
     # -- status footer ----------------------------------------------------------------------
 
@@ -319,6 +306,7 @@ class SearchApp(App[None]):
 
     def _status_worker(self) -> None:
         try:
+            self.backend.reconnect()  # after a fall back to the index file: piwatchd may be back
             self.call_from_thread(self._show_status, status_line(self.backend, self.backend.status()))
         except PiwatchError as exc:
             self.call_from_thread(self._show_status, f"status: {exc}")
@@ -329,11 +317,17 @@ class SearchApp(App[None]):
     # -- keys -------------------------------------------------------------------------------
 
     def action_move(self, step: int) -> None:
-        """Up/down move through the results while typing in the query line."""
-        if self.hits:
-            row = min(max(self.table.cursor + step, 0), len(self.hits) - 1)
-            self.table.move_cursor(row)
-            self._preview(row)
+        """Up/down move through the results while typing in the query line;
+        past the last (first) row to the next (previous) page's first (last)."""
+        if not self.hits:
+            return
+        row = self.table.cursor + step
+        if not 0 <= row < len(self.hits):
+            if self.searches.is_current(self.drawn):  # not while a page is on its way: one step, one page
+                self.action_page(1 if row > 0 else -1)
+            return
+        self.table.move_cursor(row)
+        self._preview(row)
 
     def action_toggle_scope(self) -> None:
         self.state.all_projects = not self.state.all_projects
@@ -346,13 +340,22 @@ class SearchApp(App[None]):
         self.search()
 
     def action_page(self, step: int) -> None:
-        """The next or previous screenful of results."""
+        """The next or previous screenful of results (back: at its last row)."""
         if step > 0 and not self.has_more:
             return
         offset = max(0, self.state.offset + step * self.state.limit)
         if offset != self.state.offset:
             self.state.offset = offset
-            self.search()
+            self.search(0 if step > 0 else -1)
+
+    @on(Input.Submitted, "#query")
+    def action_choose(self) -> None:
+        """Enter: end the screen with "sessionId entryId" of the selected result (`run` prints it)."""
+        hit = self.selected()
+        if hit is None:
+            self.notify("no result selected", severity="warning")
+            return
+        self.exit(visible_controls(f"{hit.session_id} {hit.entry_id}"))
 
     def action_trace(self) -> None:
         row = self.table.cursor
@@ -396,6 +399,7 @@ class SearchApp(App[None]):
             self.pin_stop = None
             self.pinned.clear()
             self.pinned_w.update("")
+            self.pinned_w.display = False  # its line goes back to the results
             return
         args, _ = search_request(self.state)
         if args is None:
@@ -409,6 +413,7 @@ class SearchApp(App[None]):
         self.pin_stop = stop = threading.Event()
         self.pinned_query, self.pinned_count = self.state.line, 0
         self.pinned_w.update(Text(visible_controls(f"pinned {self.pinned_query!r}: waiting for new matches")))
+        self.pinned_w.display = True
         threading.Thread(target=self._pin_loop, args=(follow, stop), name="piwatch-tui-pin", daemon=True).start()
 
     def _pin_loop(self, follow: Follow, stop: threading.Event) -> None:
@@ -439,7 +444,11 @@ class SearchApp(App[None]):
         self.notify(f"{len(hits)} new match{'es' if len(hits) != 1 else ''} for the pinned query")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(HELP))
+
+    def on_resize(self, event: events.Resize) -> None:
+        """On a short screen (80x24) the query line drops its border: two more rows of results."""
+        self.query_one(QueryInput).compact = event.size.height < COMPACT_BELOW
 
     @on(ResultList.Resized)
     def _refit(self) -> None:
@@ -448,43 +457,23 @@ class SearchApp(App[None]):
             self.search()
 
     def on_unmount(self) -> None:
+        """Let the workers finish (a call takes milliseconds) before their
+        connections close under them: a call on a closed socket ended in a
+        thread's traceback printed after the screen was gone."""
         if self.pin_stop is not None:
             self.pin_stop.set()
-        self.searcher.close()
-        self.previewer.close()
+        self.closing.set()  # a preview still settling is dropped at once
+        for runner in (self.searcher, self.previewer):
+            runner.close(wait=UNMOUNT_WAIT)
         self.backend.close()
 
 
-def status_line(backend: Backend, st: Any) -> str:
-    """The footer: daemon down, catch-up progress with rate and time left, or idle."""
-    if backend.read_only:
-        why = "piwatchd is not running" if backend.down_reason else "reading an index file"
-        return f"{why}: answers from the index file, read-only (may lag)"
-    svc = st.service
-    backlog = max(st.bytes.backlog if st.bytes is not None else 0, (svc.backlog_bytes or 0) if svc else 0)
-    if st.catch_up is not None or backlog > 0:
-        rate = svc.rate_bytes_per_s if svc else None
-        files = f"{st.catch_up.files_done} of {st.catch_up.files_total} files, " if st.catch_up else ""
-        return f"indexing: {files}{format_rate(rate)}, {format_duration(time_left(backlog, rate))} left"
-    return f"piwatchd: {st.sessions} sessions, {st.events} events indexed"
-
-
-def line_of(path: str, byte_offset: int) -> int:
-    """The 1-based line at `byte_offset` of `path` (counted in 1 MiB reads)."""
-    line, left = 1, byte_offset
-    try:
-        with open(path, "rb") as fh:
-            while left > 0:
-                chunk = fh.read(min(left, 1 << 20))
-                if not chunk:
-                    break
-                line += chunk.count(b"\n")
-                left -= len(chunk)
-    except OSError:
-        pass
-    return line
-
-
 def run(socket: str | None = None, db: str | None = None) -> int:
-    SearchApp(Backend(socket, db)).run()
+    """The screen, then the chosen "sessionId entryId" on stdout (exit 0), or
+    nothing when quit without choosing (exit 130, as fzf). Textual draws on
+    stderr, so `piwatch tui | xargs piwatch read` gets the id alone."""
+    chosen = SearchApp(Backend(socket, db)).run()
+    if chosen is None:
+        return 130
+    print(chosen, file=sys.stdout, flush=True)  # after Textual gave stdout back
     return 0
