@@ -8,7 +8,8 @@ words may repair it and how often each occurs, a partial-tier word's weight
 its own history learns from the answer whether another project holds it
 (a repair made or not, a label, an order). Each is one search that visits
 every match in the scope (~1 ms for a word in 6,500 of a scope's 27,000
-documents, 200 MB corpus), remembered per searcher generation and scope.
+documents, 200 MB corpus; 2-5 ms for `error` in 37,000 of 117,000 at 1 GB),
+remembered per searcher generation and scope.
 
 The term dictionary itself stays the whole index's: which words are listed
 near a word or under a stem (`_vocabulary`'s and `_derivations`' bounded
@@ -34,8 +35,9 @@ Scope: TypeAlias = SearchFilters | None
 
 
 def scope_count(text: TantivyText, query: Query, scope: SearchFilters) -> int:
-    """Documents of the scope that `query` matches."""
-    return text.count(text.combine([query], scope))
+    """Documents of the scope that `query` matches (unscored: BM25 for each
+    match cost a third more)."""
+    return text.count(text.combine([Query.const_score_query(query, 0.0)], scope))
 
 
 def scope_docs(text: TantivyText, scope: Scope) -> int:

@@ -92,11 +92,28 @@ def word_query(text: TantivyText, term: Term, within: Query | None = None) -> Qu
 
 def _doc_freq(text: TantivyText, term: Term, scope: Scope = None) -> int:
     """Documents holding the word: in the whole index, in its rarest form
-    (exact or forms), from the term dictionary; in a caller's scope, those
-    there that the forms tier's query for it matches (`scope_count`)."""
+    (exact or forms), from the term dictionary; in a caller's scope, counted
+    there (`_scope_doc_freq`)."""
     if scope is None:
         return text.memo(("df", term.text, term.phrase), lambda: _count_docs(text, term))
-    return text.memo(("df", term.text, term.phrase, scope), lambda: scope_count(text, word_query(text, term), scope))
+    return text.memo(("df", term.text, term.phrase, scope), lambda: _scope_doc_freq(text, term, scope))
+
+
+def _scope_doc_freq(text: TantivyText, term: Term, scope: SearchFilters) -> int:
+    """Documents of the scope holding a one-part word as written in `text`,
+    else in `meta`, else by every one of its stems (the fewest): one count
+    for a word found as written, one term against the scope (a word's whole
+    forms query counted cost 2-3x: 12 against 5 ms for `error` in 37,000
+    of a project's 117,000 documents, 1 GB, loaded). A phrase or a word of
+    several parts: what its forms query matches."""
+    exact = text.tokens(term.text)
+    if term.phrase or len(exact) != 1:
+        return scope_count(text, word_query(text, term), scope)
+    for name in ("text", "meta"):
+        n = scope_count(text, Query.term_query(text.schema, name, exact[0]), scope)
+        if n:
+            return n
+    return min((scope_count(text, _stem_query(text, t), scope) for t in forms_tokens(text, term)), default=0)
 
 
 def _count_docs(text: TantivyText, term: Term) -> int:
