@@ -165,3 +165,19 @@ def test_scores_only_for_a_caller_that_may_see_everything(worlds):
     assert every.hits and all(h.score is not None and h.score > 0 for h in every.hits)
     grouped = _search(daemons["a"], "kubernetes", {"cwd": str(proj)}, group="session")
     assert grouped.sessions and all(s.evidence.score is None for s in grouped.sessions)
+
+
+def test_statistics_are_remembered_per_scope(worlds):
+    """One daemon, one searcher generation, two callers: what the whole
+    index says of a word (another project holds `kubrnetes`) and what the
+    workspace says (nobody there does: repair it) are remembered apart,
+    whichever asks first. (With `cluster`, the whole index's exact tier
+    finds nothing, so the word's statistics are looked up for it too.)"""
+    engine, proj, daemons = worlds
+    if engine == "fts5":
+        pytest.skip("the FTS5 engine makes no repairs")
+    every, mine = {"all": True}, {"cwd": str(proj)}
+    for first, then in ((every, mine), (mine, every), (every, mine)):
+        _search(daemons["a"], "kubrnetes cluster", first)
+        got = _search(daemons["a"], "kubrnetes cluster", then)
+        assert [r.replacement for r in got.repairs] == ([] if then is every else ["kubernetes"])
