@@ -267,7 +267,7 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
         for i in range(n)
     ]
     nothing = [f"zq{rng.getrandbits(40):x}nomatch" for _ in range(n)]
-    return {
+    classes = {
         **relaxed_queries(phrases, everything, rng),
         **forms_queries(phrases, corpus_identifiers(files, n, rng), everything),
         "no match, all caller": [q("no match, all caller", t, everything) for t in nothing],
@@ -282,6 +282,18 @@ def build_queries(m: dict, sessions: Path, n: int, rng: random.Random) -> dict[s
             q("pi tool, cwd caller", t, project_dirs(files, cwd), caller={"cwd": cwd}, rg_pattern=p) for t, p in mix
         ],
         "pi tool, all caller": [q("pi tool, all caller", t, everything, rg_pattern=p) for t, p in mix],
+    }
+    return {**classes, **scoped_relaxed_queries(files, cwd, n, rng)}
+
+
+def scoped_relaxed_queries(files: list[dict], cwd: str, n: int, rng: random.Random) -> dict[str, list[dict]]:
+    """The relaxed classes as a workspace caller asks them, from its own
+    sessions' phrases: its word statistics are counted in its scope."""
+    mine = [f for f in files if f["cwd"] == cwd]
+    relaxed = relaxed_queries(corpus_phrases(mine, n, rng), project_dirs(files, cwd), rng)
+    return {
+        f"{name}, cwd caller": [{**x, "class": f"{name}, cwd caller", "caller": {"cwd": cwd}} for x in qs]
+        for name, qs in relaxed.items()
     }
 
 

@@ -179,12 +179,12 @@ def test_word_analyses_are_remembered_until_the_disk_commit(text):
     the same query's tiers ask once, a commit asks again."""
     text.add([doc(1, 1, "walrus heron"), doc(2, 2, "heron")])
     text.commit()
-    first = word_weights(text, [Term("walrus", False)], 2)
+    first = word_weights(text, [Term("walrus", False)])
     text.add([doc(3, 3, "walrus"), doc(4, 4, "walrus")])
     text.publish()
-    assert word_weights(text, [Term("walrus", False)], 2) == first  # the disk's generation is unchanged
+    assert word_weights(text, [Term("walrus", False)]) == first  # the disk's generation is unchanged
     text.commit()
-    assert word_weights(text, [Term("walrus", False)], 2) != first  # rarer no more
+    assert word_weights(text, [Term("walrus", False)]) != first  # rarer no more
 
 
 def test_the_placeholder_that_warms_the_next_segment_is_never_searchable(text):

@@ -138,7 +138,7 @@ export interface Hit {
 	matchedFragments: number;
 	missing?: string[] | null;
 	role: string | null;
-	score: number;
+	score?: number | null;
 	selectionState: string;
 	sessionId: string;
 	sessionName: string | null;

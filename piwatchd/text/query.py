@@ -34,6 +34,7 @@ __all__ = [
     "session_filter_clauses",
     "overridden",
     "validate_page",
+    "visible_scope",
     "roots_clause",
     "files_clause",
     "FILE_MODES",
@@ -140,6 +141,21 @@ class SearchFilters:
     exclude_own_results: bool = False
     # Only these events (their rowids): a standing query (`follow`) searches just what a commit added.
     event_rowids: tuple[int, ...] = ()
+
+
+def visible_scope(f: SearchFilters) -> SearchFilters | None:
+    """The part of `f` that says what the caller may see (its authorized
+    roots, its own session left out, its cutoff caps), without what it chose
+    to filter; None when it may see everything. Statistics a scoped caller's
+    answer depends on (whether a word has postings, which word repairs it,
+    a word's weight) are taken over this scope only, and its hits show no
+    score: a score carries the whole index's statistics (docs/concepts.md,
+    "Who may see what")."""
+    if f.authorized_roots is None and not f.exclude_sessions and not f.ordinal_caps:
+        return None
+    return SearchFilters(
+        authorized_roots=f.authorized_roots, exclude_sessions=f.exclude_sessions, ordinal_caps=f.ordinal_caps
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from piwatch import wire
 from .engine import TextEngine, engine_of
 from .grouping import GROUP_EVENTS_MAX, SessionPager
 from .hits import SNIPPET_MAX_CHARS, HitRow, make_snippet, time_limit
-from .query import QueryTimeout, SearchRequest, parse_query, validate_page
+from .query import QueryTimeout, SearchRequest, parse_query, validate_page, visible_scope
 from .tiers import content_terms
 
 __all__ = ["search", "make_snippet", "iso_time", "SNIPPET_MAX_CHARS", "QueryTimeout", "time_limit"]
@@ -47,7 +47,7 @@ def search(conn: sqlite3.Connection, request: SearchRequest, *, timeout: float |
         with time_limit(conn, timeout):
             rows, snippets, repairs = engine.ranked_page(conn, request, need, deadline, None)
         shown = rows[: request.limit]
-        result = _result(request, _hits(shown, snippets), len(rows) > request.limit, shown, repairs)
+        result = _result(request, _hits(request, shown, snippets), len(rows) > request.limit, shown, repairs)
     if request.offset == 0 and not result.hits and not result.sessions:
         result.words = _word_counts(conn, request, engine, deadline, timeout)
     return result
@@ -104,7 +104,7 @@ def _grouped(
     with time_limit(conn, timeout):
         rows, snippets, repairs = engine.ranked_page(conn, scan, GROUP_EVENTS_MAX + 1, deadline, pager)
     shown = [rows[g.evidence] for g in pager.page]
-    evidence = _hits(shown, snippets)
+    evidence = _hits(request, shown, snippets)
     result = _result(request, [], pager.has_more, shown, repairs)
     result.sessions = [
         wire.SessionHit(
@@ -143,7 +143,11 @@ def _result(
     )
 
 
-def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[wire.Hit]:
+def _hits(request: SearchRequest, rows: list[HitRow], snippets: dict[int, str]) -> list[wire.Hit]:
+    # Scores only for a caller that may see everything: both engines' scores
+    # weigh words by their rarity in the whole index, so a scoped caller
+    # would read other projects' statistics in them (docs/concepts.md).
+    scored = visible_scope(request.filters) is None
     hits: list[wire.Hit] = []
     for r in rows:
         text, spans = make_snippet(snippets.get(r.frag_rowid, ""))
@@ -159,7 +163,7 @@ def _hits(rows: list[HitRow], snippets: dict[int, str]) -> list[wire.Hit]:
                 session_name=r.session_name,
                 evidence=wire.Evidence(fragment_id=r.fragment_id, kind=r.kind, tool_name=r.tool_name),
                 matched_fragments=r.matched,
-                score=round(-float(r.score), 6),
+                score=round(-float(r.score), 6) if scored else None,
                 is_error=bool(r.is_error),
                 context_role=r.context_role,
                 branch_state=r.branch_state,

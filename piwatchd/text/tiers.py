@@ -42,6 +42,7 @@ __all__ = [
     "repair_distance",
     "choose_repair",
     "rank_repairs",
+    "repair_candidates",
     "content_terms",
 ]
 
@@ -111,6 +112,23 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return int(OSA.distance(a, b, score_cutoff=limit))
 
 
+def repair_candidates(word: str, terms: Iterable[str], known: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Each of `terms` (not `word` itself) within `repair_distance(word)` of
+    it -> its distance; `known` gives distances already known (the
+    spellings `edits1` made are 1 away)."""
+    limit = repair_distance(word)
+    out: dict[str, int] = {}
+    for term in terms:
+        if term == word:
+            continue
+        d = (known or {}).get(term)
+        if d is None:
+            d = edit_distance(word, term, limit)
+        if d <= limit:
+            out[term] = d
+    return out
+
+
 def rank_repairs(
     word: str, vocabulary: Mapping[str, int], n: int = 3, known: Mapping[str, int] | None = None
 ) -> list[str]:
@@ -118,18 +136,10 @@ def rank_repairs(
     frequency), best first: within `repair_distance(word)`; terms in at
     least 2 documents before one-offs (often typos themselves), then the
     closest, then the most frequent, then alphabetical. `known` gives
-    distances already known (the spellings `edits1` made are 1 away)."""
-    limit = repair_distance(word)
-    ranked: list[tuple[bool, int, int, str]] = []
-    for term, df in vocabulary.items():
-        if df <= 0 or term == word:
-            continue
-        d = (known or {}).get(term)
-        if d is None:
-            d = edit_distance(word, term, limit)
-        if d <= limit:
-            ranked.append((df < 2, d, -df, term))
-    return [key[3] for key in sorted(ranked)[:n]]
+    distances already known (`repair_candidates`)."""
+    near = repair_candidates(word, [t for t, df in vocabulary.items() if df > 0], known)
+    ranked = sorted((vocabulary[t] < 2, d, -vocabulary[t], t) for t, d in near.items())
+    return [key[3] for key in ranked[:n]]
 
 
 def choose_repair(word: str, vocabulary: Mapping[str, int]) -> str | None:

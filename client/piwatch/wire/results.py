@@ -72,13 +72,17 @@ class Hit(Wire):
     session_name: str | None
     evidence: Evidence
     matched_fragments: int
-    score: float
     is_error: bool
     context_role: str
     branch_state: str
     selection_state: str
     snippet: str
     spans: list[tuple[int, int]]  # [start, end) character offsets of the matches in `snippet`
+    # The rank function's score (higher is better), only for a caller that
+    # may see every session: it is computed from the whole index's
+    # statistics (how rare each word is among every project's documents),
+    # so a scoped caller gets the order alone, never a score.
+    score: float | None = None
     # How the hit matched: every word as written (exact), every word by a word
     # form or identifier part (forms), with a misspelled word repaired
     # (repaired), or only some of the words (partial).

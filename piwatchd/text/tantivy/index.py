@@ -357,9 +357,14 @@ class TantivyText:
         merged.sort(key=lambda hit: -hit[0])
         return merged[:k]
 
-    def count(self) -> int:
+    def count(self, query: Query | None = None) -> int:
+        """Documents in the index (disk and overlay), or those matching
+        `query`: every match visited, so its cost grows with the matches."""
         view = self._view()
-        return self.index.searcher().num_docs + (view.ram.num_docs if view.ram is not None else 0)
+        if query is None:
+            return self.index.searcher().num_docs + (view.ram.num_docs if view.ram is not None else 0)
+        ram = _count(view.ram, query) if view.ram is not None else 0
+        return _count(self.index.searcher(), masked(self.schema, query, view)) + ram
 
 
 _NO_OVERLAY = View()
@@ -379,6 +384,11 @@ def within_docs(leaf: Query, within: Query | None) -> Query:
     if within is None:
         return leaf
     return Query.boolean_query([(Occur.Must, leaf), (Occur.Must, within)])
+
+
+def _count(searcher: tantivy.Searcher, query: Query) -> int:
+    result = searcher.search(query, limit=1, count=True)
+    return int(result.count or 0)  # type: ignore[attr-defined]  # tantivy-py's stub omits `count`
 
 
 def _top(searcher: tantivy.Searcher, query: Query, k: int, times: bool) -> list[Scored]:

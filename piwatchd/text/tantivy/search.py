@@ -26,9 +26,10 @@ from tantivy import Query
 
 from ...store.source_events import project_rows
 from ..hits import Chooser, HitRow, chosen_rows, page_rows, ranked_events, sort_key
-from ..query import QueryTimeout, SearchRequest, Term, parse_query
-from ..tiers import label, partial_plan
+from ..query import QueryTimeout, SearchRequest, Term, parse_query, visible_scope
+from ..tiers import PartialPlan, label, partial_plan
 from .index import Scored, TantivyText, text_reader
+from .scope import Scope
 from .snippets import Marks, snippet
 from .tiers import (
     Repairs,
@@ -205,7 +206,10 @@ def _tiers(
     if request.exact or len(seen) >= need:
         return [exact], fixed
     out = [exact]
-    fixed = repairs(text, terms)
+    # Word statistics over what the caller may see only (`scope.Scope`). An
+    # exact hit holds every word: none has to be looked up.
+    scope = visible_scope(request.filters)
+    fixed = repairs(text, terms, scope) if not exact.events else fixed
     # Skipped when a word is found nowhere (no event has every word) and
     # for phrases only (they match as phrases in every tier).
     if not fixed.options and not fixed.unmatched and not all(t.phrase for t in terms):
@@ -224,24 +228,37 @@ def _tiers(
         fixed = Repairs(options[0][0], options[0][1], [], options, tentative=True)
     plan = partial_plan(fixed.terms)
     if plan is not None and len(seen) < min(request.limit, need):
-        weights = word_weights(text, list(plan.terms), text.count())
-        # Words that cannot match are searched for by no query (`can_match`):
-        # with fewer than `min_match` left, nothing is; they are still
-        # labelled missing (the tier's terms keep them).
-        live = [i for i, t in enumerate(plan.terms) if can_match(text, t)]
-        words = [partial_word_query(text, plan.terms[i], weights[i]) for i in live]
-        # Its counts and labels come from `matched_masks`, never from `word`.
-        out.append(
-            _Tier(
-                "partial", functools.partial(partial_match_query, text), list(plan.terms), plan.min_match, words=words
-            )
-        )
-        before = len(seen)
-        if len(live) >= plan.min_match:
-            _run(conn, text, request, out[-1], seen, need, deadline)
-        if plan.min_match <= len(live) and len(seen) < need:
-            _add_spread(conn, text, request, out[-1], [(plan.terms[i], weights[i]) for i in live], seen, need - before)
+        out.append(_partial(conn, text, request, plan, scope, seen, need, deadline))
     return out, fixed
+
+
+def _partial(
+    conn: sqlite3.Connection,
+    text: TantivyText,
+    request: SearchRequest,
+    plan: PartialPlan,
+    scope: Scope,
+    seen: list[int],
+    need: int,
+    deadline: float | None,
+) -> _Tier:
+    """The partial tier: events holding `min_match` of the words, ranked by
+    their weights (IDF in the caller's scope), in one fragment or spread
+    over an event's fragments."""
+    weights = word_weights(text, list(plan.terms), scope)
+    # Words that cannot match are searched for by no query (`can_match`):
+    # with fewer than `min_match` left, nothing is; they are still
+    # labelled missing (the tier's terms keep them).
+    live = [i for i, t in enumerate(plan.terms) if can_match(text, t, scope)]
+    words = [partial_word_query(text, plan.terms[i], weights[i]) for i in live]
+    # Its counts and labels come from `matched_masks`, never from `word`.
+    tier = _Tier("partial", functools.partial(partial_match_query, text), list(plan.terms), plan.min_match, words=words)
+    before = len(seen)
+    if len(live) >= plan.min_match:
+        _run(conn, text, request, tier, seen, need, deadline)
+    if plan.min_match <= len(live) and len(seen) < need:
+        _add_spread(conn, text, request, tier, [(plan.terms[i], weights[i]) for i in live], seen, need - before)
+    return tier
 
 
 def _own_forms(
@@ -256,7 +273,8 @@ def _own_forms(
     """The events holding the words as written or by their forms, in one
     search (a word's forms query holds its exact form): what `words` counts,
     where the tiers' order does not matter. None searched when a bare word
-    has no postings in any form."""
+    has no postings in any form anywhere (a search saved, not an answer:
+    the search would find none the caller may see either)."""
     tier = _Tier("forms", functools.partial(word_query, text), terms)
     if all(has_postings(text, t) for t in terms):
         _run(conn, text, request, tier, seen, need, deadline)

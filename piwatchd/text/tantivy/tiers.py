@@ -6,6 +6,7 @@ A word matches in the forms tier by its exact form (the exact tier's
 clause) or by its `forms` tokens: the English stems of its parts
 (`loadSessionCache` and `load_session_cache` -> load, session, cach), all
 of them in one document. Quoted phrases match as phrases in every tier.
+A caller's scope (`scope.Scope`) is what its words' statistics are taken over.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..identifiers import identifier_parts
 from ..query import SearchFilters, Term
 from ..tiers import STOP_WORDS, edits1, edits1_changing_prefix, idf, rank_repairs, repair_distance
 from .index import FORMS_FIELD, TantivyText, within_docs
+from .scope import Scope, scope_count, scope_docs, scope_vocabulary
 
 __all__ = [
     "Repairs",
@@ -88,9 +90,30 @@ def word_query(text: TantivyText, term: Term, within: Query | None = None) -> Qu
     return Query.boolean_query([(Occur.Should, exact), (Occur.Should, by_forms)])
 
 
-def _doc_freq(text: TantivyText, term: Term) -> int:
-    """Documents holding the word in its rarest form (exact or forms)."""
-    return text.memo(("df", term.text, term.phrase), lambda: _count_docs(text, term))
+def _doc_freq(text: TantivyText, term: Term, scope: Scope = None) -> int:
+    """Documents holding the word: in the whole index, in its rarest form
+    (exact or forms), from the term dictionary; in a caller's scope, counted
+    there (`_scope_doc_freq`)."""
+    if scope is None:
+        return text.memo(("df", term.text, term.phrase), lambda: _count_docs(text, term))
+    return text.memo(("df", term.text, term.phrase, scope), lambda: _scope_doc_freq(text, term, scope))
+
+
+def _scope_doc_freq(text: TantivyText, term: Term, scope: SearchFilters) -> int:
+    """Documents of the scope holding a one-part word as written in `text`,
+    else in `meta`, else by every one of its stems (the fewest): one count
+    for a word found as written, one term against the scope (a word's whole
+    forms query counted cost 2-3x: 12 against 5 ms for `error` in 37,000
+    of a project's 117,000 documents, 1 GB, loaded). A phrase or a word of
+    several parts: what its forms query matches."""
+    exact = text.tokens(term.text)
+    if term.phrase or len(exact) != 1:
+        return scope_count(text, word_query(text, term), scope)
+    for name in ("text", "meta"):
+        n = scope_count(text, Query.term_query(text.schema, name, exact[0]), scope)
+        if n:
+            return n
+    return min((scope_count(text, _stem_query(text, t), scope) for t in forms_tokens(text, term)), default=0)
 
 
 def _count_docs(text: TantivyText, term: Term) -> int:
@@ -105,26 +128,36 @@ def _count_docs(text: TantivyText, term: Term) -> int:
     return best
 
 
-def has_postings(text: TantivyText, term: Term) -> bool:
+def has_postings(text: TantivyText, term: Term, scope: Scope = None) -> bool:
     """False only for a bare one-part word with no postings in any form (no
-    event holds it, as written or by its forms)."""
+    event of the scope holds it, as written or by its forms)."""
     if term.phrase or len(text.tokens(term.text)) != 1:
         return True
-    return bool(_doc_freq(text, term))
+    return bool(_doc_freq(text, term, scope))
 
 
-def can_match(text: TantivyText, term: Term) -> bool:
+def can_match(text: TantivyText, term: Term, scope: Scope = None) -> bool:
     """Whether a word of the partial probe may match at all: False for a
     bare word with no postings in any form (`has_postings`) and no
     derivation (`_derived`), which can only be missing. Left out of the
     probe's searches, it changes no match and no score; in a minimum-match
-    disjunction it still cost the walk of every other word's postings."""
-    return has_postings(text, term) or bool(_derived(text, term))
+    disjunction it still cost the walk of every other word's postings. In
+    a scope, a derivation counts only if a document there holds one: a
+    word left in takes one of the spread search's SPREAD_WORDS places."""
+    if has_postings(text, term, scope):
+        return True
+    if scope is None:
+        return bool(_derived(text, term))
+    derived = _derived_query(text, term)
+    return derived is not None and text.memo(
+        ("derived_in", term.text, scope), lambda: scope_count(text, derived, scope) > 0
+    )
 
 
-def word_weights(text: TantivyText, terms: list[Term], num_docs: int) -> list[float]:
-    """Each word's IDF (its rarest form): what matching it is worth in the partial tier."""
-    return [idf(_doc_freq(text, t), num_docs) for t in terms]
+def word_weights(text: TantivyText, terms: list[Term], scope: Scope = None) -> list[float]:
+    """Each word's IDF (its rarest form; in a scope, among the documents
+    there): what matching it is worth in the partial tier."""
+    return [idf(_doc_freq(text, t, scope), scope_docs(text, scope)) for t in terms]
 
 
 # Derivations the English stemmer keeps apart (fail/failure, minify/
@@ -231,7 +264,7 @@ MAX_REPAIRED_WORDS = 3
 
 
 def _vocabulary(
-    text: TantivyText, word: str, fields: tuple[str, ...] = ("text",)
+    text: TantivyText, word: str, fields: tuple[str, ...] = ("text",), scope: Scope = None
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Index words near `word`: every spelling one edit away that has
     postings, and for words that may be 2 edits away, the words sharing
@@ -239,10 +272,12 @@ def _vocabulary(
     every 1-edit spelling keeping those characters, so only the edits
     within them are looked up (one dictionary lookup each, ~1.4 us: ~260
     instead of 37 per character, what a long word that matches nothing
-    cost). Whether the caller may see them is the repaired search's to say
-    (it runs with the caller's filters, and a repair is reported only with
-    hits that hold it); a fuzzy probe that checked first cost more than the
-    lookups it saved (3-30 ms against 2-5 ms on 1 GB under load)."""
+    cost). In a caller's scope, the words a document there holds, with
+    their documents there (`scope_vocabulary`). Without one, whether the
+    caller may see them is the repaired search's to say (it runs with the
+    caller's filters, and a repair is reported only with hits that hold
+    it); a fuzzy probe that checked first cost more than the lookups it
+    saved (3-30 ms against 2-5 ms on 1 GB under load)."""
     searcher = text.index.searcher()
     found: dict[str, int] = {}
     near: dict[str, int] = {}  # found one edit away: no distance to compute
@@ -260,27 +295,29 @@ def _vocabulary(
     for term, df in walked:
         if abs(len(term) - len(word)) <= 2:
             found[term] = found.get(term, 0) + df
-    return found, near
+    return (found, near) if scope is None else scope_vocabulary(text, word, found, near, fields, scope)
 
 
-def _near(text: TantivyText, token: str) -> tuple[dict[str, int], int, dict[str, int]]:
-    found, near = _vocabulary(text, token)
+def _near(text: TantivyText, token: str, scope: Scope) -> tuple[dict[str, int], int, dict[str, int]]:
+    found, near = _vocabulary(text, token, scope=scope)
     return found, MAX_REPAIR_OPTIONS, near
 
 
-def _token_has_postings(text: TantivyText, token: str) -> bool:
+def _token_has_postings(text: TantivyText, token: str, scope: Scope) -> bool:
+    if scope is not None:
+        return has_postings(text, Term(token, False), scope)
     searcher = text.index.searcher()
     if searcher.doc_freq("text", token) or searcher.doc_freq("meta", token):
         return True
     return any(_stem_doc_freq(text, t) for t in text.forms_analyzer.analyze(token))
 
 
-def _term_repairs(text: TantivyText, term: Term) -> list[str]:
+def _term_repairs(text: TantivyText, term: Term, scope: Scope) -> list[str]:
     """Up to MAX_REPAIR_OPTIONS spellings of a bare word with no postings,
     best first, each of its tokens without postings repaired (the rest of a
     compound name, `test_redeliver_after_timout`, kept); [] when one of
     them cannot be repaired."""
-    return text.memo(("repairs", term.text), lambda: _spellings(text, term))
+    return text.memo(("repairs", term.text, scope), lambda: _spellings(text, term, scope))
 
 
 # Stems are listed in `forms` (those of inflected words) and in `text`
@@ -288,7 +325,7 @@ def _term_repairs(text: TantivyText, term: Term) -> list[str]:
 _STEM_VOCABULARY = (FORMS_FIELD, "text")
 
 
-def _stem_repairs(text: TantivyText, token: str) -> list[str]:
+def _stem_repairs(text: TantivyText, token: str, scope: Scope) -> list[str]:
     """Repairs of a misspelt inflection (`laqptops`, `publuishing`): its
     stem repaired among the index's stems (laptop, publish), when no word
     is close enough to the token itself, the right word's inflection being
@@ -298,21 +335,21 @@ def _stem_repairs(text: TantivyText, token: str) -> list[str]:
     stems = text.forms_analyzer.analyze(token)
     if len(stems) != 1 or stems[0] == token or not repair_distance(token):
         return []
-    found, near = _vocabulary(text, stems[0], _STEM_VOCABULARY)
+    found, near = _vocabulary(text, stems[0], _STEM_VOCABULARY, scope)
     found = {term: df for term, df in found.items() if term not in STOP_WORDS}
     return rank_repairs(stems[0], found, MAX_REPAIR_OPTIONS, near)
 
 
-def _spellings(text: TantivyText, term: Term) -> list[str]:
+def _spellings(text: TantivyText, term: Term, scope: Scope) -> list[str]:
     tokens = text.tokens(term.text)
     choices: list[list[str]] = []
     for token in tokens:
-        if _token_has_postings(text, token):
+        if _token_has_postings(text, token, scope):
             choices.append([token])
             continue
-        ranked = rank_repairs(token, *_near(text, token)) if repair_distance(token) else []
+        ranked = rank_repairs(token, *_near(text, token, scope)) if repair_distance(token) else []
         if not ranked:
-            ranked = _stem_repairs(text, token)
+            ranked = _stem_repairs(text, token, scope)
         if not ranked:
             return []
         choices.append(ranked)
@@ -334,18 +371,19 @@ def _spellings(text: TantivyText, term: Term) -> list[str]:
     return list(out)
 
 
-def repairs(text: TantivyText, terms: list[Term]) -> Repairs:
-    """Each bare word with no postings in any form, repaired token by token
-    from the term dictionary (`tiers.rank_repairs`); the options combine
-    every repaired word's k-th choice."""
+def repairs(text: TantivyText, terms: list[Term], scope: Scope = None) -> Repairs:
+    """Each bare word with no postings in any form (in the caller's scope),
+    repaired token by token from the term dictionary (`tiers.rank_repairs`,
+    among the scope's words); the options combine every repaired word's
+    k-th choice."""
     per_term: list[list[str]] = []
     unmatched: list[str] = []
     for term in terms:
-        if term.phrase or _doc_freq(text, term):
+        if term.phrase or _doc_freq(text, term, scope):
             per_term.append([])
             continue
         attempted = sum(1 for x in per_term if x) + len(unmatched)
-        spellings = _term_repairs(text, term) if attempted < MAX_REPAIRED_WORDS else []
+        spellings = _term_repairs(text, term, scope) if attempted < MAX_REPAIRED_WORDS else []
         if not spellings:
             unmatched.append(term.text)
         per_term.append(spellings)
