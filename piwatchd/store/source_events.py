@@ -4,8 +4,9 @@ With the Tantivy engine the read model keeps no fragment text: snippets and
 re-fed documents come from the source file through each event's locator
 (byte offset, length, fingerprint), projected by the same table that
 indexing uses (`project_entry`; a search page's evidence fragments by
-`project_evidence`, redacted only where their snippets cut them). A line whose bytes no longer match its fingerprint is
-skipped: the file was rewritten, and its rebuild re-feeds the session.
+`project_evidence`, redacted only where their snippets cut them). A line
+whose bytes no longer match its fingerprint is skipped: the file was
+rewritten, and its rebuild re-feeds the session.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ them). The exact tier marks its words as written; the tiers below it also
 by English stem and camelCase part, as they matched.
 
 The index stores no text: the evidence comes re-projected from its source
-line (`piwatchd.store.source_events`), bounded per fragment.
+line (`piwatchd.store.source_events`), unredacted, and a snippet redacts
+only the lines it shows (`evidence_snippet`), as redacting the whole
+fragment would have them.
 """
 
 from __future__ import annotations
