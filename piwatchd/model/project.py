@@ -10,15 +10,18 @@ context edits, custom state) become typed events without fragments.
 This is the one projection: indexing bounds each fragment into head/tail,
 `event_read` asks for the full texts (`bounded=False`). Both redact secrets
 (`piwatchd.model.redact`) from the full text first, so no secret reaches the text
-index, a snippet, a stored copy or a read.
+index, a stored copy or a read. A search hit's snippet takes its evidence
+fragment's text unredacted (`project_evidence`) and redacts only the lines
+it shows, exactly as the whole text's redaction has them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -27,10 +30,13 @@ from .events import ContextRole, Entry, Event, Fragment, FragmentKind
 from .redact import DEFAULT_RULES, Rules, redact
 
 __all__ = [
+    "Evidence",
     "project_entry",
+    "project_evidence",
     "iso_to_ms",
     "context_role_of",
     "bound_text",
+    "unmarked",
     "normalize_arguments",
     "MAX_FRAGMENT_CHARS",
     "MAX_FRAGMENTS_PER_EVENT",
@@ -54,13 +60,19 @@ _MARKERS = str.maketrans({"\x02": " ", "\x03": " ", "\x00": " "})
 _WHITESPACE = re.compile(r"\s+")
 
 
+def unmarked(text: str) -> str:
+    """`text` with the characters that mark matches in snippets (and NUL) as spaces."""
+    if "\x02" in text or "\x03" in text or "\x00" in text:
+        return text.translate(_MARKERS)
+    return text
+
+
 def bound_text(text: str) -> tuple[str, str | None, int]:
     """Keep a bounded head and tail of oversized text: (head, tail or None, full length).
 
     The tail keeps final errors and status lines searchable.
     """
-    if "\x02" in text or "\x03" in text or "\x00" in text:
-        text = text.translate(_MARKERS)
+    text = unmarked(text)
     n = len(text)
     if n <= MAX_FRAGMENT_CHARS:
         return text, None, n
@@ -70,11 +82,13 @@ def bound_text(text: str) -> tuple[str, str | None, int]:
 class _Projection:
     """Per-entry settings and the redaction tally (kind -> count)."""
 
-    __slots__ = ("bounded", "counts", "rules")
+    __slots__ = ("bounded", "counts", "redacting", "rules")
 
-    def __init__(self, rules: Rules, bounded: bool) -> None:
+    def __init__(self, rules: Rules, bounded: bool, *, redacting: bool = True) -> None:
         self.rules = rules
         self.bounded = bounded
+        # False: fragments keep the source's text (`project_evidence` only).
+        self.redacting = redacting
         self.counts: dict[str, int] = {}
 
     def redact(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
@@ -104,6 +118,8 @@ class _Projection:
             if not keep_empty:
                 return None
             text = ""
+        if not self.redacting:
+            return Fragment(fragment_id, kind, text, None, meta, tool_name, call_id, len(text))
         text, redactions = self.redact(text)
         if not self.bounded:
             return Fragment(fragment_id, kind, text, None, meta, tool_name, call_id, len(text), redactions)
@@ -381,22 +397,23 @@ _ENTRY_TYPES: dict[str, Callable[[_Projection, dict[str, Any], dict[str, Any]], 
 }
 
 
-def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
-    """Project one entry into its event. Never raises on odd shapes.
+class _Projected(NamedTuple):
+    role: str | None
+    timestamp_ms: int | None
+    is_error: bool
+    tools: list[str]
+    fragments: tuple[Fragment, ...]
 
-    `bounded=False` keeps each fragment's full text (for `event_read`);
-    `rules` are the redaction rules the index was built with.
-    """
-    p = _Projection(rules, bounded)
+
+def _project(p: _Projection, entry: Entry, meta: dict[str, Any]) -> _Projected:
+    """The projection table applied to one entry; it adds the event's meta to `meta`."""
     data = entry.data
-    meta: dict[str, Any] = {}
     frags: _Fragments = []
     role: str | None = None
     is_error = False
     tools: list[str] = []
-    etype = entry.type
     timestamp_ms = iso_to_ms(data.get("timestamp"))
-    if etype == "message":
+    if entry.type == "message":
         msg = data.get("message")
         if isinstance(msg, dict):
             role = _str(msg.get("role"))
@@ -404,25 +421,69 @@ def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *
                 timestamp_ms = iso_to_ms(msg.get("timestamp"))
             frags, is_error, tools = _message_fragments(p, msg, meta)
     else:
-        project = _ENTRY_TYPES.get(etype)
+        project = _ENTRY_TYPES.get(entry.type)
         if project is not None:
             frags = project(p, data, meta)
+    return _Projected(role, timestamp_ms, is_error, tools, _capped(p, [f for f in frags if f is not None], meta))
+
+
+def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
+    """Project one entry into its event. Never raises on odd shapes.
+
+    `bounded=False` keeps each fragment's full text (for `event_read`);
+    `rules` are the redaction rules the index was built with.
+    """
+    p = _Projection(rules, bounded)
+    meta: dict[str, Any] = {}
+    x = _project(p, entry, meta)
     return Event(
         session_id=session_id,
         entry_id=entry.entry_id,
         parent_id=entry.parent_id,
-        type=etype,
-        role=role,
+        type=entry.type,
+        role=x.role,
         ordinal=entry.ordinal,
-        timestamp_ms=timestamp_ms,
+        timestamp_ms=x.timestamp_ms,
         byte_offset=entry.byte_offset,
         byte_len=entry.byte_len,
         fingerprint=entry.fingerprint,
-        is_error=is_error,
-        tool_names=tuple(dict.fromkeys(tools))[:MAX_TOOL_NAMES_PER_EVENT],
+        is_error=x.is_error,
+        tool_names=tuple(dict.fromkeys(x.tools))[:MAX_TOOL_NAMES_PER_EVENT],
         meta=meta,
-        fragments=_capped(p, [f for f in frags if f is not None], meta),
-        context_role=context_role_of(etype, role),
+        fragments=x.fragments,
+        context_role=context_role_of(entry.type, x.role),
         id_recorded=entry.id_recorded,
         redactions=tuple(sorted(p.counts.items())),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a search hit shows of its event: how many fragments the event
+    has as indexed, and its evidence fragment as the source holds it
+    (`unredacted`: its whole text, not redacted, never shown as it is; None
+    when the event has no such fragment). A snippet redacts only the lines
+    it cuts from it (`piwatchd.model.redact.line_secrets`); `indexed()` is
+    the fragment exactly as indexed, redacted whole."""
+
+    fragments: int
+    unredacted: Fragment | None
+    rules: Rules
+
+    def indexed(self) -> Fragment | None:
+        """The fragment as the index holds it: redacted whole, then bounded."""
+        f = self.unredacted
+        if f is None:
+            return None
+        p = _Projection(self.rules, bounded=True)
+        return p.fragment(
+            f.fragment_id, f.kind, f.text, meta=f.meta, tool_name=f.tool_name, call_id=f.call_id, keep_empty=True
+        )
+
+
+def project_evidence(entry: Entry, fragment_id: str, rules: Rules = DEFAULT_RULES) -> Evidence:
+    """The `Evidence` of one entry's event for its fragment `fragment_id`,
+    by the one projection table: the fragments as indexed, none of their
+    texts redacted (the event's meta is; nothing here returns it)."""
+    x = _project(_Projection(rules, bounded=True, redacting=False), entry, {})
+    return Evidence(len(x.fragments), next((f for f in x.fragments if f.fragment_id == fragment_id), None), rules)

@@ -57,11 +57,13 @@ __all__ = [
     "Rules",
     "RulesError",
     "find",
+    "line_secrets",
     "marker",
     "redact",
     "redact_payload",
     "redaction_note",
     "rules_from_config",
+    "shown",
 ]
 
 # Bump when a built-in rule changes what it redacts: the fingerprint changes
@@ -87,6 +89,10 @@ class Rule:
     kind: str
     trigger: str
     find: Finder
+    # Every match lies inside one line, its finder reads nothing past the
+    # line's ends, and its trigger matches in every line it matches in: a
+    # line's secrets of this kind are found from that line alone (`line_secrets`).
+    within_line: bool = True
 
 
 def _anchors(*literals: str) -> str:
@@ -111,8 +117,8 @@ def _regex_finder(
     return find
 
 
-def _rule(kind: str, trigger: str, pattern: str, **kw: Any) -> Rule:
-    return Rule(kind, trigger, _regex_finder(kind, pattern, **kw))
+def _rule(kind: str, trigger: str, pattern: str, *, within_line: bool = True, **kw: Any) -> Rule:
+    return Rule(kind, trigger, _regex_finder(kind, pattern, **kw), within_line)
 
 
 # -- validators -------------------------------------------------------------
@@ -276,7 +282,7 @@ _ASSIGN_TRIGGER = (
 )
 
 BUILTIN_RULES: tuple[Rule, ...] = (
-    Rule("private-key", _anchors("PRIVATE KEY"), _private_keys),
+    Rule("private-key", _anchors("PRIVATE KEY"), _private_keys, within_line=False),
     _rule(
         "jwt",
         r"eyJ[A-Za-z0-9_\-]{8,}={0,2}\.eyJ",
@@ -294,6 +300,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         rf"(?i)aws.{{0,20}}?(?:secret|key|token).{{0,20}}?[=:\"'\s]\s*[\"']?([{_B64}]{{40}})(?![{_B64}])",
         group=1,
         valid=lambda v: _classes(v) >= 3,
+        within_line=False,  # `\s*` before the key crosses line breaks
     ),
     _rule("gcp-api-key", r"AIza[0-9A-Za-z_\-]{35}", r"(?<![A-Za-z0-9_\-])AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])"),
     _rule("gcp-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{28}", r"GOCSPX-[A-Za-z0-9_\-]{28}"),
@@ -378,8 +385,12 @@ class Rules:
         self.extra = extra  # (kind, regex) from config, for the fingerprint
         self.allow = allow
         self.builtin = rules == BUILTIN_RULES
-        configured = tuple(Rule(kind, regex, _re2_finder(kind, re2.compile(regex))) for kind, regex in extra)
+        # A configured pattern may match a line break (`\s`, `[^x]`): never within a line.
+        configured = tuple(
+            Rule(kind, regex, _re2_finder(kind, re2.compile(regex)), within_line=False) for kind, regex in extra
+        )
         self.rules = rules + configured
+        self._crossing = [re2.compile(rule.trigger) for rule in self.rules if not rule.within_line]
         self._set = None
         if self.rules:
             triggers = re2.Set.SearchSet(re2.Options())
@@ -407,6 +418,17 @@ class Rules:
         except UnicodeEncodeError:  # a lone surrogate: run every rule rather than miss one
             return list(self.rules)
         return [self.rules[i] for i in sorted(hits)] if hits else []
+
+    def lines_suffice(self, text: str) -> bool:
+        """Whether each line of `text` holds exactly the secrets that the
+        whole text's redaction finds there, found from the line alone
+        (`line_secrets`): no rule that may match across lines could match
+        anywhere in `text` (its trigger does not). A search of each such
+        trigger (a literal or two: ~1.7 GB/s, against ~0.3 for all of them)."""
+        try:
+            return not any(p.search(text) for p in self._crossing)
+        except UnicodeEncodeError:  # a lone surrogate: the whole text decides
+            return False
 
 
 DEFAULT_RULES = Rules()
@@ -475,6 +497,44 @@ def _spans(text: str, rules: Rules) -> list[Span]:
             out.append((start, start - neg_len, kind))
             end = start - neg_len
     return out
+
+
+def line_secrets(text: str, lo: int, hi: int, rules: Rules = DEFAULT_RULES) -> tuple[int, int, list[Span]]:
+    """The whole lines of `text` around [lo, hi) as (start, end), newlines
+    included, and the secrets in them, redacting those lines only: exactly
+    the spans of `find(text)` there when `rules.lines_suffice(text)`, and
+    none of the whole text's secrets crosses `start` or `end`.
+
+    Why exactly: every rule left is `within_line`, so a match holds no line
+    break and reads nothing past one (a look-behind or look-ahead at a line's
+    end sees the break, which no rule's character class holds, as the string
+    end); its trigger matches in the lines wherever its finder does, so it
+    is a candidate here whenever it finds something here; each finder scans
+    left to right, so its matches in a line do not depend on the lines
+    before; and spans in different lines never overlap, so the overlaps
+    `_spans` drops are the same. `tests/test_redact_window.py` checks it."""
+    start = text.rfind("\n", 0, lo) + 1
+    newline = text.find("\n", max(lo, hi - 1))
+    end = len(text) if newline < 0 else newline + 1
+    return start, end, [(start + s, start + e, kind) for s, e, kind in _spans(text[start:end], rules)]
+
+
+def shown(text: str, lo: int, hi: int, secrets: list[Span]) -> str:
+    """text[lo:hi] with every secret of `secrets` (sorted, as `find` or
+    `line_secrets` gives them) that touches it replaced by its marker, the
+    whole marker where `lo` or `hi` cuts a secret: no character of a secret
+    is ever shown, whatever the window."""
+    if hi <= lo:
+        return ""
+    parts: list[str] = []
+    pos = lo
+    for start, end, kind in secrets:
+        if end <= lo or start >= hi:
+            continue
+        parts += [text[pos:start] if start > pos else "", marker(kind)]
+        pos = end
+    parts.append(text[pos:hi] if hi > pos else "")
+    return "".join(parts)
 
 
 def find(text: str, rules: Rules = DEFAULT_RULES) -> list[Span]:

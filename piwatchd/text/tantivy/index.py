@@ -58,8 +58,24 @@ _ANALYZER = "folded"
 _FORMS = FORMS_FIELD = "forms"
 # Meta words (tool name, error, custom type) count less than the text itself, as in FTS5.
 META_WEIGHT = 0.25
-# Words' analyses remembered per searcher generation (`TantivyText.memo`).
+# Words' analyses and statistics remembered (`TantivyText.memo`), at most this many.
 MEMO_MAX = 4096
+# What a disk commit may change of a remembered value, by the kind its key
+# names first (`_lasts`). A word's analysis ("forms") reads the analyzers
+# only: no commit changes it. A count of the documents holding a word ("df")
+# moves by at most COUNT_FIELDS for each document added or deleted since (a
+# stem's count sums three fields); it is kept while that bound stays within
+# 1/COUNT_DRIFT of it, so a partial-tier weight (its IDF) moves by under
+# 0.04 and a word found stays found. A zero is never kept: the next commit
+# may hold the word (the bound says so), and whether a word has postings
+# decides its repairs.
+# Everything else (derivations and repairs: which words the term dictionary
+# lists) is computed again after any change, as is every count after a
+# reload of another process's commits (`refresh`: by how much is unknown).
+_ANALYSES = frozenset({"forms"})
+_COUNTS = frozenset({"df"})
+COUNT_FIELDS = 3
+COUNT_DRIFT = 32
 T = TypeVar("T")
 # A document found: (score, fragment rowid, event rowid, text length, event
 # time in ms or None); the length and time break score ties as SQLite's order does.
@@ -124,13 +140,18 @@ class TantivyText:
         # The writer's newest changes, searchable before the disk commit (`overlay`).
         self.overlay = Overlay(self.schema, self._register) if writable else None
         self._dirty = False
-        # Per-word analysis (forms, document frequencies, derivations,
-        # repairs) of the searcher generation it was computed on; a reload
-        # (commit or refresh) starts a new generation.
+        # A reload (commit or refresh) starts a new searcher generation.
         self.generation = 0
         self._meta_seen: tuple[int, ...] | None = None  # meta.json when last reloaded (`refresh`)
-        self._memo: dict[Hashable, Any] = {}
-        self._memo_generation = 0
+        # Documents added or deleted by this process's disk commits so far,
+        # and the reloads of changes of unknown size (`refresh`): how old a
+        # remembered value is (`memo`).
+        self.churn = 0
+        self._epoch = 0
+        self._added = 0  # documents added since the last disk commit
+        # Per-word analysis (forms, document frequencies, derivations,
+        # repairs): key -> (value, churn, epoch) when it was computed.
+        self._memo: dict[tuple[Hashable, ...], tuple[Any, int, int]] = {}
 
     def _register(self, index: tantivy.Index) -> None:
         """Analyzers are registered each time an index is opened, before use."""
@@ -157,6 +178,7 @@ class TantivyText:
                 self.overlay.add(line, doc.facts.session_id, doc.facts.event_rowid)
             n += 1
         self._dirty = self._dirty or n > 0
+        self._added += n
         return n
 
     def delete_session(self, session_id: str) -> None:
@@ -185,9 +207,14 @@ class TantivyText:
         searchers; the overlay empties (and mirrors again when `idle`)."""
         assert self._writer is not None
         if self._dirty:
+            before = self.index.searcher().num_docs
             self._writer.commit()
             self._dirty = False
             reload_after_commit(self.index)
+            # Deleted: what the commit's additions do not account for.
+            deleted = max(0, before + self._added - self.index.searcher().num_docs)
+            self.churn += self._added + deleted  # after the reload: `memo` reads it first
+            self._added = 0
             self.generation += 1
         if self.overlay is not None:
             self.overlay.disk_committed(idle=idle)
@@ -220,19 +247,25 @@ class TantivyText:
             return
         self.index.reload()
         self._meta_seen = seen
+        self._epoch += 1
         self.generation += 1
 
-    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """`compute()`, remembered for this searcher generation (at most
-        MEMO_MAX keys): a query's words are analyzed once, not per tier,
-        count and label search, nor again by the next keystroke's query."""
-        if self._memo_generation != self.generation or len(self._memo) >= MEMO_MAX:
-            self._memo, self._memo_generation = {}, self.generation
-        memo = self._memo  # a reload meanwhile stores into the old generation's dict
-        try:
-            value: T = memo[key]
-        except KeyError:
-            value = memo[key] = compute()
+    def memo(self, key: tuple[Hashable, ...], compute: Callable[[], T]) -> T:
+        """`compute()`, remembered while the disk commits since cannot have
+        changed it meaningfully (`_lasts`, by the kind `key[0]` names; at
+        most MEMO_MAX keys): a query's words are analyzed once, not per tier,
+        count and label search, nor again by the next keystroke's query,
+        nor after every commit of a live session (once a second)."""
+        # Read before computing: a commit meanwhile makes the value look older, never newer.
+        churn, epoch = self.churn, self._epoch
+        memo = self._memo
+        entry = memo.get(key)
+        if entry is not None and _lasts(key[0], entry[0], churn - entry[1], epoch != entry[2]):
+            return entry[0]  # type: ignore[no-any-return]
+        value = compute()
+        if len(memo) >= MEMO_MAX:
+            memo = self._memo = {}
+        memo[key] = (value, churn, epoch)
         return value
 
     def tokens(self, text: str) -> list[str]:
@@ -368,6 +401,19 @@ class TantivyText:
 
 
 _NO_OVERLAY = View()
+
+
+def _lasts(kind: Hashable, value: Any, changed: int, reloaded: bool) -> bool:
+    """Whether a value `memo` remembered is still good after `changed`
+    documents were added or deleted (`reloaded`: by an unknown number);
+    the rule is MEMO_MAX's comment."""
+    if kind in _ANALYSES:
+        return True
+    if reloaded:
+        return False
+    if changed == 0:
+        return True
+    return kind in _COUNTS and type(value) is int and changed * COUNT_FIELDS * COUNT_DRIFT <= value
 
 
 # Up to this many events are matched as a union of their terms, more as a

@@ -24,13 +24,13 @@ from typing import Any
 
 from tantivy import Query
 
-from ...store.source_events import project_rows
+from ...store.source_events import evidence_rows
 from ..hits import Chooser, HitRow, chosen_rows, page_rows, ranked_events, sort_key
 from ..query import QueryTimeout, SearchRequest, Term, parse_query, visible_scope
 from ..tiers import PartialPlan, label, partial_plan
 from .index import Scored, TantivyText, text_reader
 from .scope import Scope
-from .snippets import Marks, snippet
+from .snippets import Marks, evidence_snippet
 from .tiers import (
     Repairs,
     can_match,
@@ -364,7 +364,7 @@ def ranked_page(
     tiers, fixed = _tiers(conn, text, request, terms, need, deadline)
     page = [(tier, ev) for tier in tiers for ev in tier.events][request.offset :]
     chosen = set(chosen_rows(chooser, [ev[2].session_id for _, ev in page], request.limit))
-    events = project_rows(conn, [page[i][1][2].event_rowid for i in sorted(chosen)])
+    evidence = evidence_rows(conn, {page[i][1][2].event_rowid: page[i][1][1] for i in sorted(chosen)})
     rows: list[HitRow] = []
     snippets: dict[int, str] = {}
     held = 0  # the words the page's partial hits hold
@@ -379,17 +379,16 @@ def ranked_page(
             counts = tier.counts
         elif tier.name != "partial":
             # An event of one fragment matched there: only the others are counted.
-            several = [e for e in ids if e not in events or len(events[e].fragments) > 1]
+            several = [e for e in ids if e not in evidence or evidence[e].fragments > 1]
             counts = _matched_counts(text, request, tier, several)
         held |= functools.reduce(operator.or_, masks.values(), 0)
         marks = Marks(text, tier.terms, forms=tier.name != "exact")
         for (i, ev), row in zip(mine, page_rows([ev for _, ev in mine], counts, tier.name), strict=True):
-            event = events.get(ev[2].event_rowid) if i in chosen else None
-            if event is None:
+            shown = evidence.get(ev[2].event_rowid) if i in chosen else None
+            if shown is None:
                 rows.append(row)
                 continue
-            frag = next((f for f in event.fragments if f.fragment_id == ev[1]), None)
-            snippets[row.frag_rowid] = snippet(marks, frag)
+            snippets[row.frag_rowid] = evidence_snippet(marks, shown)
             matched, missing = _labels(tier, terms, fixed, masks.get(ev[2].event_rowid, 0))
             rows.append(row._replace(words=matched, missing=missing))
     return rows, snippets, _reported(fixed, tiers[-1], held)
