@@ -80,7 +80,7 @@ def escaped_session(world):
         "timestamp": "2026-05-02T09:00:01.000Z",
         "message": {
             "role": "user",
-            "content": "quaffle \x1b[2J\x1b]0;pwned\x07 cleared the screen \u202edenrut\u202c z\u200bw",
+            "content": "quaffle \u202ed\u202c\u200bw \x1b[2J\x1b]0;pwned\x07 cleared the screen",
             "timestamp": 1777712401000,
         },
     }
@@ -155,7 +155,7 @@ def test_control_characters_reach_the_screen_escaped(world, escaped_session):
         pi.type("quaffle", per_key=0.03)
         text = pi.wait_for(lambda s: "cleared the screen" in s, what="the escaped hit")
         assert "\\x1b[2J" in text and "\\x07" in text  # shown as text, not obeyed
-        assert "\\u202edenrut\\u202c z\\u200bw" in text  # bidi and zero-width characters shown, not obeyed
+        assert "\\u202ed\\u202c\\u200bw" in text  # bidi and zero-width characters shown, not obeyed
         assert "/history ·" in text  # the screen was not cleared
         assert pi.screen.title != "pwned"  # the OSC title sequence was not obeyed either
 
