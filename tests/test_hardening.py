@@ -345,3 +345,27 @@ def test_a_session_made_readable_is_indexed_without_waiting_for_a_scan(live, mon
     poll(lambda: search_cli(live.db, "quagga") == [("s-hidden", "s-hidden-b")], 15, message="indexed once readable")
     assert d.state().scans == scans  # the hint did it, not a scan
     assert "hidden.jsonl" not in problems_by_name(live.db)
+
+
+@pytest.mark.parametrize(
+    "path, session, folder",
+    [
+        ("/s/a.jsonl", True, False),  # a flat custom dir
+        ("/s/--p--/a.jsonl", True, False),  # Pi's default layout
+        ("/s/--p--", False, True),
+        ("/s/x.jsonl/a.jsonl", False, False),  # inside a directory with a session's name
+        ("/s/--p--/x.jsonl/a.jsonl", False, False),
+        ("/s/--p--/deep/a.jsonl", False, False),  # deeper than Pi keeps sessions
+        ("/s/--p--/.a.jsonl", False, False),
+        ("/s/--p--/a.json", False, False),
+        ("/s", False, False),
+        ("/sx/a.jsonl", False, False),  # beside the root, not in it
+        ("/other/a.jsonl", False, False),
+    ],
+)
+def test_where_pi_keeps_sessions(path, session, folder):
+    from piwatchd.source.discovery import in_layout, is_sessions_folder
+
+    for root in ("/s", "/s/"):
+        assert in_layout(root, path) is session
+        assert is_sessions_folder(root, path) is folder
