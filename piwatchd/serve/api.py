@@ -38,7 +38,7 @@ from .ops.reindex import reindex
 from .ops.request import OpRequest, Slot, file_progress, no_slot
 from .ops.search import search
 from .ops.sessions import sessions
-from .ops.status import ServiceSnapshot, catch_up_warnings, status, unready_status
+from .ops.status import ServiceSnapshot, caller_backlog, catch_up_warnings, status, unready_status
 from .ops.trace import trace
 from .shown import Shown
 from .visibility import Visibility
@@ -287,7 +287,7 @@ class Api:
         the answer names (only those the caller may see), plus the service's
         catch-up progress."""
         snapshot = self.service_snapshot()
-        warnings = catch_up_warnings(snapshot)
+        warnings = catch_up_warnings(snapshot, vis)
         fresh = []
         if vis is not None and named:
             now = time.time() * 1000
@@ -323,7 +323,7 @@ class Api:
         last_scan = snapshot.last_scan if snapshot else None
         freshness = wire.Freshness(
             sessions=fresh,
-            backlog=snapshot.backlog_files if snapshot else None,
+            backlog=caller_backlog(snapshot, vis),
             last_scan_ms=last_scan.at_ms if last_scan else None,
         )
         return wire.Response(
