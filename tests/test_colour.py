@@ -10,6 +10,7 @@ import re
 import select
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 from conftest import jsonl, msg, v3_header
@@ -61,6 +62,12 @@ def test_highlight_marks_each_span_and_nothing_when_off():
         ("c1 \x9b2J and \x9d", "c1 \\u009b2J and \\u009d"),  # C1 CSI and OSC, one character each
         ("bs\x08\x08 cr\rdel\x7f nul\x00", "bs\\x08\\x08 cr\\x0ddel\\x7f nul\\x00"),
         ("tab\there\nline ünïcode", "tab\there\nline ünïcode"),  # kept as they are
+        # Trojan Source: reads "admin", displays otherwise; isolates, marks, the Arabic letter mark
+        ("is \u202enimda\u202c \u2066x\u2069 \u200f\u061c", "is \\u202enimda\\u202c \\u2066x\\u2069 \\u200f\\u061c"),
+        ("z\u200bw\u200c\u200dj\u2060\u2064\ufeff", "z\\u200bw\\u200c\\u200dj\\u2060\\u2064\\ufeff"),  # zero-width
+        ("tag\U000e0041\U000e007f", "tag\\U000e0041\\U000e007f"),  # invisible tag characters
+        ("ls\u2028rm", "ls\\u2028rm"),  # a line separator, not a newline to the terminal
+        ("עברית 日本語 ❤️ e\u0301", "עברית 日本語 ❤️ e\u0301"),  # right-to-left letters, emoji, combining marks
     ],
 )
 def test_control_characters_are_shown_escaped(raw, shown):
@@ -68,6 +75,16 @@ def test_control_characters_are_shown_escaped(raw, shown):
     assert highlight(raw, [], False) == shown  # colour off: escaped, no markers
     coloured = visible_controls(raw, True)
     assert coloured.replace(ESCAPED, "").replace(ESCAPED_END, "") == shown
+
+
+def test_every_format_character_is_escaped():
+    """Every format (Cf), line and paragraph separator character this Python's
+    Unicode database knows is escaped, and nothing visible is: the rest are
+    controls, tags or code points assigned after that database."""
+    unsafe = {c for c in range(0x110000) if visible_controls(chr(c)) != chr(c)}
+    known = {c for c in range(0x110000) if unicodedata.category(chr(c)) in ("Cf", "Zl", "Zp", "Cc")} - {9, 10}
+    assert known <= unsafe
+    assert {unicodedata.category(chr(c)) for c in unsafe - known} <= {"Cn"}  # unassigned here (tags, newer Cf)
 
 
 def test_control_characters_never_reach_the_terminal_raw():

@@ -271,3 +271,101 @@ def test_excerpt_is_bounded_and_says_the_length(value):
         assert out == repr(value)
     else:
         assert out.endswith(" characters)")
+
+
+def problems_by_name(db) -> dict[str, dict]:
+    return {os.path.basename(p["path"]): p for p in status_db(db)["sources"]["problems"]}
+
+
+def test_a_directory_named_like_a_session_is_reported_and_never_read(live):
+    """Issue 33, row 7: a directory named `*.jsonl` (directly in a root, or in a
+    project folder; there at start or made while piwatchd runs) is a source
+    refused as not a regular file and shown in `status`; the files inside it
+    are never indexed as sessions."""
+    folder = live.root / FOLDER
+    inner = session("s-inner", msg("s-inner-b", "s-inner-a", "user", "aardvark hides inside"))
+    for d in (live.root / "flat.jsonl", folder / "nested.jsonl"):
+        d.mkdir()
+        (d / "inner.jsonl").write_bytes(inner)
+    live.path.write_bytes(session("s-1"))
+    live.daemon()
+    late = folder / "late.jsonl"
+    late.mkdir()
+    (late / "inner.jsonl").write_bytes(inner)
+    with open(live.path, "ab") as fh:  # hinted after the inner file: ingested no sooner than it would be
+        fh.write(after("s-1", "s-1-a", "bittern"))
+    poll(lambda: search_cli(live.db, "bittern") == [("s-1", "s-1-z")], message="the append after the directories")
+    names = {"flat.jsonl", "nested.jsonl", "late.jsonl"}
+
+    def reported():
+        problems = problems_by_name(live.db)
+        return problems if names <= set(problems) else None
+
+    problems = poll(reported, 15, message="the directories reported")
+    for name in names:
+        assert problems[name]["state"] == "unreadable" and "a directory, not a regular file" in problems[name]["error"]
+    assert search_cli(live.db, "aardvark") == []
+    assert not q(live.db, "SELECT path FROM sources WHERE path LIKE '%inner.jsonl'")
+
+
+def _without_dac_override(live, monkeypatch) -> None:
+    """Root reads a chmod-000 file anyway: run piwatchd as root without the
+    capabilities that bypass file permissions (its own files are root's)."""
+    import shutil
+
+    import helpers.live
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root and setpriv(1) is not installed: chmod 000 does not stop root")
+    wrapper = live.base / "piwatchd-no-dac"
+    wrapper.write_text(
+        f'#!/bin/sh\nexec {setpriv} --bounding-set -dac_override,-dac_read_search -- {helpers.live.PIWATCHD} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(helpers.live, "PIWATCHD", str(wrapper))
+
+
+def test_a_session_made_readable_is_indexed_without_waiting_for_a_scan(live, monkeypatch):
+    """Issue 33, row 7: `chmod` on an unreadable session file (an attribute
+    change, IN_ATTRIB) is a hint: it is indexed within seconds, not at the next
+    scan (60 s here), and no scan ran meanwhile."""
+    if os.geteuid() == 0:
+        _without_dac_override(live, monkeypatch)
+    live.path.write_bytes(session("s-1"))
+    d = live.daemon()
+    hidden = live.root / FOLDER / "hidden.jsonl"
+    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0)  # unreadable from its first byte
+    os.write(fd, session("s-hidden", msg("s-hidden-b", "s-hidden-a", "user", "quagga behind a lock")))
+    os.close(fd)
+    poll(lambda: problems_by_name(live.db).get("hidden.jsonl"), 15, message="the unreadable file reported")
+    assert search_cli(live.db, "quagga") == []
+    scans = d.state().scans
+    os.chmod(hidden, 0o644)
+    poll(lambda: search_cli(live.db, "quagga") == [("s-hidden", "s-hidden-b")], 15, message="indexed once readable")
+    assert d.state().scans == scans  # the hint did it, not a scan
+    assert "hidden.jsonl" not in problems_by_name(live.db)
+
+
+@pytest.mark.parametrize(
+    "path, session, folder",
+    [
+        ("/s/a.jsonl", True, False),  # a flat custom dir
+        ("/s/--p--/a.jsonl", True, False),  # Pi's default layout
+        ("/s/--p--", False, True),
+        ("/s/x.jsonl/a.jsonl", False, False),  # inside a directory with a session's name
+        ("/s/--p--/x.jsonl/a.jsonl", False, False),
+        ("/s/--p--/deep/a.jsonl", False, False),  # deeper than Pi keeps sessions
+        ("/s/--p--/.a.jsonl", False, False),
+        ("/s/--p--/a.json", False, False),
+        ("/s", False, False),
+        ("/sx/a.jsonl", False, False),  # beside the root, not in it
+        ("/other/a.jsonl", False, False),
+    ],
+)
+def test_where_pi_keeps_sessions(path, session, folder):
+    from piwatchd.source.discovery import in_layout, is_sessions_folder
+
+    for root in ("/s", "/s/"):
+        assert in_layout(root, path) is session
+        assert is_sessions_folder(root, path) is folder

@@ -447,6 +447,39 @@ def test_socket_path_matches_the_python_client(short_tmp):
     assert seen["too long"] == f"/tmp/piwatch-{os.getuid()}/piwatchd.sock"
 
 
+def test_history_escapes_exactly_what_the_cli_escapes():
+    """history-view.ts's `visibleControls` mirrors `piwatch.colour.visible_controls`:
+    over every code point, the same characters escaped, the same way."""
+    from piwatch.colour import visible_controls
+
+    script = (
+        f"const {{ visibleControls: v }} = await import({json.dumps(str(EXT_SRC / 'history-view.ts'))});"
+        "const out = {};"
+        "for (let c = 0; c < 0x110000; c++) {"
+        "  if (c >= 0xd800 && c < 0xe000) continue;"
+        "  const s = String.fromCodePoint(c);"
+        "  if (v(s) !== s) out[c] = v(s);"
+        "}"
+        "console.log(JSON.stringify(out));"
+    )
+    node = subprocess.run(
+        [pitools.find_node(), "--input-type=module", "-e", script],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert node.returncode == 0, node.stderr
+    ts = {int(c): shown for c, shown in json.loads(node.stdout).items()}
+    py = {}
+    for c in (*range(0xD800), *range(0xE000, 0x110000)):
+        if (shown := visible_controls(chr(c))) != chr(c):
+            py[c] = shown
+    assert ts == py
+    for c in (0x1B, 0x9B, 0x202E, 0x2066, 0x200F, 0x061C, 0x200B, 0x2060, 0xFEFF, 0xE0041):
+        assert c in py, hex(c)  # the issue's characters, among them
+
+
 def test_uninstall_removes_only_what_install_added(short_tmp):
     agent = short_tmp / "agent"
     (agent / "extensions").mkdir(parents=True)

@@ -6,8 +6,8 @@ tests/test_pi_extension.py: this project's sessions mention `zorblax`, and so
 does one of another project, which must never show).
 
 Typing searches as you type; Enter puts a reference into Pi's editor and
-nothing is sent to the model; Escape closes the overlay; control characters
-in session text reach the screen escaped; a daemon that is down is said so.
+nothing is sent to the model; Escape closes the overlay; control, bidi and
+zero-width characters in session text reach the screen escaped; a daemon that is down is said so.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def escaped_session(world):
         "timestamp": "2026-05-02T09:00:01.000Z",
         "message": {
             "role": "user",
-            "content": "quaffle \x1b[2J\x1b]0;pwned\x07 cleared the screen",
+            "content": "quaffle \u202ed\u202c\u200bw \x1b[2J\x1b]0;pwned\x07 cleared the screen",
             "timestamp": 1777712401000,
         },
     }
@@ -155,6 +155,7 @@ def test_control_characters_reach_the_screen_escaped(world, escaped_session):
         pi.type("quaffle", per_key=0.03)
         text = pi.wait_for(lambda s: "cleared the screen" in s, what="the escaped hit")
         assert "\\x1b[2J" in text and "\\x07" in text  # shown as text, not obeyed
+        assert "\\u202ed\\u202c\\u200bw" in text  # bidi and zero-width characters shown, not obeyed
         assert "/history ·" in text  # the screen was not cleared
         assert pi.screen.title != "pwned"  # the OSC title sequence was not obeyed either
 

@@ -702,7 +702,9 @@ def test_catch_up_warning_tells_the_model_the_history_is_still_being_indexed(wor
     )
     for text in texts:
         first = text.splitlines()[0]
-        assert "still being indexed" in first and "19 of 60 files" in first, first
+        # The tool's caller is a workspace: its own files, never the machine's 60.
+        assert "still being indexed" in first and "files of this workspace found so far" in first, first
+        assert "of 60 files" not in first, first
     assert "No hits so far, but the history is still being indexed" in texts[1]
     # Without the notice (the live daemon has finished its first index), nothing claims it.
     assert all("still being indexed" not in r["text"] for _, r in formatted)

@@ -7,6 +7,7 @@ escaped, and the read-only fallback when piwatchd is down. The pure parts
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import threading
@@ -325,11 +326,22 @@ def test_late_answers_to_older_queries_never_show(world):
     _run(go())
 
 
+# "Trojan Source": bidi override and isolate, a right-to-left mark, zero-width and tag characters.
+TROJAN = "\u202enimda\u202c \u2066i\u2069\u200f z\u200bw\u2060\ufeff\U000e0041"
+TROJAN_SHOWN = "\\u202enimda\\u202c \\u2066i\\u2069\\u200f z\\u200bw\\u2060\\ufeff\\U000e0041"
+RAW = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\U000e0000-\U000e007f]"
+)
+
+
 def test_control_characters_are_escaped(world):
     d = world.root / "g"
     d.mkdir()
     (d / "s-evil.jsonl").write_bytes(
-        jsonl(v3_header("s-evil", str(world.proj)), msg("s-evil-e0", None, "user", "kraken \x1b]0;pwned\x07 \x1b[2J"))
+        jsonl(
+            v3_header("s-evil", str(world.proj)),
+            msg("s-evil-e0", None, "user", f"kraken \x1b]0;pwned\x07 \x1b[2J {TROJAN}"),
+        )
     )
 
     async def go():
@@ -338,14 +350,15 @@ def test_control_characters_are_escaped(world):
             await pilot.press(*"pwned")
             await _until(pilot, lambda: app.shown_query == "pwned" and app.hits, timeout=30)
             row = app.table.row_text(0)
-            assert "\x1b" not in row and "\x07" not in row and "\\x1b" in row
+            assert not RAW.search(row) and "\\x1b" in row and TROJAN_SHOWN in row
             drawn = [str(app.table.render_line(y).text) for y in range(app.table.fits)]
-            assert any("\\x1b" in line for line in drawn) and not any("\x1b" in line for line in drawn)
+            assert any("\\x1b" in line for line in drawn) and not any(RAW.search(line) for line in drawn)
+            assert any(TROJAN_SHOWN in line for line in drawn)
             await _until(pilot, lambda: "s-evil" in app.preview_text)
-            assert "\x1b" not in app.preview_text
+            assert not RAW.search(app.preview_text)
             shown = [str(app.preview_w.render_line(y).text) for y in range(app.preview_w.size.height)]
-            assert not any("\x1b" in line or "\x07" in line for line in shown)
-            assert any("\\x1b" in line for line in shown)
+            assert not any(RAW.search(line) for line in shown)
+            assert any("\\x1b" in line for line in shown) and any(TROJAN_SHOWN in line for line in shown)
 
     _run(go())
 
@@ -458,11 +471,12 @@ def test_a_pinned_query_shows_new_matches_live(world):
             await pilot.press("ctrl+f")
             assert app.pin_stop is not None
             theirs("narwhal elsewhere")  # another project: never shown here
-            append("narwhal \x1b[5m live")
+            append(f"narwhal \x1b[5m live {TROJAN}")
             await _until(pilot, lambda: app.pinned_count >= 1, timeout=30)
             await pilot.pause(0.5)
             text = str(app.pinned_w.render())
-            assert app.pinned_count == 1 and "narwhal" in text and "\x1b" not in text and "\\x1b" in text
+            assert app.pinned_count == 1 and "narwhal" in text and not RAW.search(text) and "\\x1b" in text
+            assert TROJAN_SHOWN in text
             assert "elsewhere" not in text
             await pilot.press("ctrl+f")  # unpin
             assert app.pin_stop is None and not app.pinned

@@ -1,19 +1,24 @@
 // The /history overlay's pure parts: what a hit looks like on one terminal
-// line, the reference Enter inserts, and control characters made visible.
+// line, the reference Enter inserts, and control and format characters made visible.
 // No I/O and no Pi objects here (history.ts wires them); the width functions
 // are passed in, so tests/pi_e2e can run these with any implementation.
 
 import type { Hit } from "./wire.ts";
 
-// C0 controls except tab and newline, DEL, and C1 controls: the set that
-// client/piwatch/colour.py escapes for the CLI and `piwatch tui`.
-const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// What session text may never send to a terminal raw: client/piwatch/colour.py's UNSAFE, the one
+// definition, mirrored (tests/test_pi_extension.py compares the two over every code point). C0
+// controls except tab and newline, DEL, C1; every format character (bidi overrides and isolates,
+// zero-width spaces and joiners, BOM, tags), the line and paragraph separators: text that would
+// display other than it reads ("Trojan Source").
+const UNSAFE =
+	/[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\u{110bd}\u{110cd}\u{13430}-\u{1343f}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}]/gu;
 
-/** `text` with every control character written as `\xNN` (C0, DEL) or `\u00NN` (C1), as the CLI shows them. */
+/** `text` with every UNSAFE character written as `\xNN` (C0, DEL), `\uNNNN` or `\UNNNNNNNN`, as the CLI shows them. */
 export function visibleControls(text: string): string {
-	return text.replace(CONTROLS, (c) => {
-		const code = c.charCodeAt(0);
-		return code < 0x80 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+	return text.replace(UNSAFE, (c) => {
+		const code = c.codePointAt(0) ?? 0;
+		const hex = code.toString(16);
+		return code < 0x80 ? `\\x${hex.padStart(2, "0")}` : code <= 0xffff ? `\\u${hex.padStart(4, "0")}` : `\\U${hex.padStart(8, "0")}`;
 	});
 }
 

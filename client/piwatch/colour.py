@@ -11,7 +11,10 @@ Text from session files is untrusted: on a terminal or piped (a pipe often
 ends on a terminal: `| less -R`, `| tail`), with colour on or off, control
 characters in it are shown as visible escapes (`\\x1b`, `\\u009b`), never sent
 raw where they could move the cursor, clear the screen, retitle the window or
-hide a link. Human output is written through `SafeText`, which escapes
+hide a link; so are the invisible format characters (bidi overrides and
+isolates, zero-width spaces and joiners, tags: `\\u202e`, `\\u200b`,
+`\\U000e0041`), which make text display other than it reads ("Trojan
+Source"). Human output is written through `SafeText`, which escapes
 everything but the colour codes this module adds itself; with colour on the
 escapes are shown in reverse video so they stand out.
 """
@@ -28,6 +31,7 @@ __all__ = [
     "ESCAPED_END",
     "MATCH",
     "RESET",
+    "UNSAFE",
     "SafeText",
     "highlight",
     "use_colour",
@@ -40,8 +44,17 @@ MATCH = "\x1b[1;31m"  # bold red, rg's colour for matches
 RESET = "\x1b[0m"
 ESCAPED = "\x1b[7m"  # reverse video around a shown escape (colour on); does not end a match colour
 ESCAPED_END = "\x1b[27m"
-# C0 controls except tab and newline, DEL, and C1 controls.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What session text may never send to a terminal raw, the one definition (the Pi extension's
+# history-view.ts mirrors it; tests/test_pi_extension.py compares the two): C0 controls except tab
+# and newline, DEL and C1 controls, which move the cursor, clear, retitle; and every format
+# character (Unicode 17's Cf: bidi embeddings, overrides, isolates and marks, zero-width spaces and
+# joiners, word joiner, BOM, tags, soft hyphen) with the line and paragraph separators and the
+# whole tag block, invisible or reordering, so text displays other than it reads (CVE-2021-42574).
+UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    r"\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+)
 
 
 def use_colour(mode: str, stream: TextIO, env: Mapping[str, str]) -> bool:
@@ -58,15 +71,18 @@ def use_colour(mode: str, stream: TextIO, env: Mapping[str, str]) -> bool:
 
 def _escape(char: str) -> str:
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"  # C1 as JSON and Python write it
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"  # as Python writes them
 
 
 def visible_controls(text: str, colour: bool = False) -> str:
-    """`text` with control characters (not tab or newline) written as `\\xNN`
-    (C0, DEL) or `\\u00NN` (C1) escapes; in reverse video when `colour`."""
+    """`text` with the `UNSAFE` characters written as `\\xNN` (C0, DEL),
+    `\\uNNNN` (C1, format characters) or `\\UNNNNNNNN` (tags) escapes; in
+    reverse video when `colour`."""
     if colour:
-        return _CONTROLS.sub(lambda m: ESCAPED + _escape(m.group()) + ESCAPED_END, text)
-    return _CONTROLS.sub(lambda m: _escape(m.group()), text)
+        return UNSAFE.sub(lambda m: ESCAPED + _escape(m.group()) + ESCAPED_END, text)
+    return UNSAFE.sub(lambda m: _escape(m.group()), text)
 
 
 def highlight(text: str, spans: Iterable[Iterable[int]], colour: bool) -> str:

@@ -38,7 +38,7 @@ from piwatch import wire
 from piwatch.rates import RateMeter
 
 from ..model.events import excerpt
-from ..source.discovery import is_session_filename
+from ..source.discovery import session_files_in
 from ..store.indexfile import discard_index, open_or_rebuild, prepare_index_path
 from ..store.writer import IndexWriter
 from ..text.engine import DEFAULT_ENGINE
@@ -451,11 +451,7 @@ class Service:
 
     def _list_new_dir(self, directory: str) -> None:
         # A new `--<cwd>--` folder, or a tree moved in: list what its watch may have missed.
-        try:
-            names = [e.path for e in os.scandir(directory) if e.is_file() and is_session_filename(e.name)]
-        except OSError:
-            return
-        for path in names:
+        for path in session_files_in(directory):
             self.inbox.mark(path)
 
     # -- progress ----------------------------------------------------------------

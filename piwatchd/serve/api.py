@@ -27,17 +27,18 @@ from piwatch import wire
 from piwatch.protocol import PROTOCOL_VERSION, ErrorCode, ProtocolError
 
 from ..ingest.commits import CommitSignal
+from ..source.discovery import in_layout
 from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
 from ..text.engine import engine_of
-from .auth import CallerScope, ScopeError, is_under, resolve_scope
+from .auth import CallerScope, ScopeError, resolve_scope
 from .ops.follow import NewWords, QueryWords, events_after, follow_hits, newest_event
 from .ops.read import read
 from .ops.reindex import reindex
 from .ops.request import OpRequest, Slot, file_progress, no_slot
 from .ops.search import search
 from .ops.sessions import sessions
-from .ops.status import ServiceSnapshot, catch_up_warnings, status, unready_status
+from .ops.status import ServiceSnapshot, caller_backlog, catch_up_warnings, status, unready_status
 from .ops.trace import trace
 from .shown import Shown
 from .visibility import Visibility
@@ -263,14 +264,14 @@ class Api:
             scope = resolve_scope(wire.decode_caller(caller), self.configured_roots)
         except ScopeError as exc:
             raise ProtocolError(ErrorCode.BAD_REQUEST, str(exc)) from None
-        if scope.current_file and not self._under_session_roots(scope.current_file):
-            # Only files under the session roots are ever indexed or waited for.
+        if scope.current_file and not self._in_session_roots(scope.current_file):
+            # Only files where Pi keeps sessions under the session roots are ever indexed or waited for.
             scope = replace(scope, current_file=None)
         return scope
 
-    def _under_session_roots(self, path: str) -> bool:
+    def _in_session_roots(self, path: str) -> bool:
         real = os.path.realpath(path)
-        return any(is_under(real, os.path.realpath(r)) for r in self.session_roots)
+        return any(in_layout(os.path.realpath(r), real) for r in self.session_roots)
 
     # -- envelope --------------------------------------------------------------------------
 
@@ -286,7 +287,7 @@ class Api:
         the answer names (only those the caller may see), plus the service's
         catch-up progress."""
         snapshot = self.service_snapshot()
-        warnings = catch_up_warnings(snapshot)
+        warnings = catch_up_warnings(snapshot, vis)
         fresh = []
         if vis is not None and named:
             now = time.time() * 1000
@@ -322,7 +323,7 @@ class Api:
         last_scan = snapshot.last_scan if snapshot else None
         freshness = wire.Freshness(
             sessions=fresh,
-            backlog=snapshot.backlog_files if snapshot else None,
+            backlog=caller_backlog(snapshot, vis),
             last_scan_ms=last_scan.at_ms if last_scan else None,
         )
         return wire.Response(

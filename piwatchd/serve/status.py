@@ -25,7 +25,7 @@ from ..store.redaction import index_rules, redaction_totals
 from ..text.engine import engine_of
 from ..text.query import roots_clause
 
-__all__ = ["collect_status", "read_service_state", "STATES"]
+__all__ = ["caller_files", "collect_status", "read_service_state", "STATES"]
 
 STATES = ("ok", "pending", "stale", "unsupported", "unreadable", "duplicate")
 PROBLEMS_SHOWN = 20
@@ -142,6 +142,22 @@ def collect_status(
         redactions=counts.redactions,
         service=_recorded_service(conn),  # ages and a pid's liveness: never remembered
     )
+
+
+def caller_files(
+    conn: sqlite3.Connection, roots: tuple[str, ...], exclude_sessions: Sequence[str] = ()
+) -> tuple[int, int]:
+    """(files read to their end, files) of the sessions under `roots`, leaving
+    out `exclude_sessions`: a workspace caller's share of the service's file
+    counts. A file counts once the index has read its header (before, its
+    project is unknown); it is done once read to its size when last observed."""
+    scope = _scope(roots, exclude_sessions)
+    total, done = conn.execute(
+        f"SELECT count(*), coalesce(sum(src.consumed >= coalesce(src.size, 0)), 0)"
+        f" FROM {scope.sources_from} WHERE {scope.sources_where}",
+        scope.params,
+    ).fetchone()
+    return int(done), int(total)
 
 
 class _Counts(msgspec.Struct):

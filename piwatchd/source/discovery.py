@@ -16,7 +16,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SessionRoot", "agent_dir", "discover_roots", "is_session_filename", "iter_session_files"]
+__all__ = [
+    "SessionRoot",
+    "agent_dir",
+    "discover_roots",
+    "in_layout",
+    "is_session_filename",
+    "is_sessions_folder",
+    "iter_session_files",
+    "session_files_in",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,28 +95,62 @@ def is_session_filename(name: str) -> bool:
     return name.endswith(".jsonl") and not name.startswith(".")
 
 
+def _below(root: str, path: str) -> list[str] | None:
+    """`path`'s components below `root`, or None when it is not below it."""
+    base = root.rstrip(os.sep) + os.sep
+    return path[len(base) :].split(os.sep) if path.startswith(base) and len(path) > len(base) else None
+
+
+def in_layout(root: str, path: str) -> bool:
+    """Whether `path` is where Pi keeps a session under `root`: a session's
+    name directly in it (flat custom dirs) or in a folder directly below it
+    (`--<cwd>--/`). A folder with a session's name is no folder of sessions:
+    it is a source itself, refused as not a regular file (`open_source`) and
+    reported, and nothing in it is read. The scan, the watcher and the
+    listing of a new folder all decide by this (pure)."""
+    parts = _below(root, path)
+    if not parts or not is_session_filename(parts[-1]):
+        return False
+    return len(parts) == 1 or (len(parts) == 2 and not is_session_filename(parts[0]))
+
+
+def is_sessions_folder(root: str, path: str) -> bool:
+    """Whether `path` is a folder directly below `root` whose session files
+    `session_files_in` lists (pure)."""
+    parts = _below(root, path)
+    return parts is not None and len(parts) == 1 and not is_session_filename(parts[0])
+
+
+def session_files_in(folder: str) -> list[str]:
+    """What `folder` holds with a session's name, sorted, whatever it is (the
+    ingest reads regular files and reports the rest); [] when it cannot be listed."""
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if is_session_filename(e.name))
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in names]
+
+
 def iter_session_files(root: str) -> Iterator[str]:
-    """`*.jsonl` directly in `root` (flat custom dirs) and one level below
-    (`--<cwd>--/` folders), as Pi lists them. Unreadable folders are skipped."""
+    """Everything `in_layout` of `root`, as Pi lists sessions: session names
+    directly in `root` (flat custom dirs) and in the folders below it
+    (`--<cwd>--/`). Unreadable folders are skipped."""
     try:
         with os.scandir(root) as it:
             entries = sorted(it, key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
+        if is_session_filename(entry.name):
+            yield entry.path  # a directory, FIFO or device too: refused and reported, never descended into
+            continue
         try:
-            if entry.is_file() and is_session_filename(entry.name):
-                yield entry.path
-            elif entry.is_dir(follow_symlinks=False):
-                try:
-                    with os.scandir(entry.path) as sub:
-                        names = sorted(e.name for e in sub if e.is_file() and is_session_filename(e.name))
-                except OSError:
-                    continue
-                for name in names:
-                    yield os.path.join(entry.path, name)
+            folder = entry.is_dir(follow_symlinks=False)
         except OSError:
             continue
+        if folder:
+            yield from session_files_in(entry.path)
 
 
 def root_is_listable(root: str) -> bool:

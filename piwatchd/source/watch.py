@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import watchdog.events
 from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
@@ -36,14 +37,17 @@ from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
 from ..ingest.inbox import Inbox
-from .discovery import is_session_filename
+from .discovery import in_layout, is_sessions_folder
 
 __all__ = ["Watcher", "EventRouter"]
 
 log = logging.getLogger("piwatchd.watch")
 
 # Asking only for these keeps IN_OPEN / IN_CLOSE_NOWRITE out of the kernel
-# queue: our own reads would otherwise mark every file dirty again.
+# queue: our own reads would otherwise mark every file dirty again. An
+# attribute change (IN_ATTRIB: a `chmod` that makes an unreadable session
+# readable) is its own event in newer watchdog (a modification in older ones);
+# without it such a file would wait for the next scan.
 _EVENT_FILTER = [
     FileCreatedEvent,
     FileModifiedEvent,
@@ -53,6 +57,7 @@ _EVENT_FILTER = [
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    *[cls for cls in (getattr(watchdog.events, "FileAttribEvent", None),) if cls is not None],
 ]
 
 
@@ -68,7 +73,7 @@ class EventRouter(FileSystemEventHandler):
     names the index knows its files by.
     """
 
-    def __init__(self, inbox: Inbox, watched: str = "", shown: str = "") -> None:
+    def __init__(self, inbox: Inbox, watched: str, shown: str) -> None:
         super().__init__()
         self.inbox = inbox
         self.watched = watched
@@ -86,17 +91,18 @@ class EventRouter(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         src = self._shown(_text(event.src_path))
         dest = self._shown(_text(getattr(event, "dest_path", "")))
+        # Only where Pi keeps sessions (a directory with a session's name too: the ingest
+        # reports it); an attribute change (chmod) may have made an unreadable file readable.
+        for path in (src, dest):
+            if path and in_layout(self.shown, path):
+                self.inbox.mark(path)
         if event.is_directory:
-            if event.event_type in ("created", "moved"):
+            if event.event_type in ("created", "moved") and is_sessions_folder(self.shown, dest or src):
                 # Files may land in a new folder before its watch exists.
                 self.inbox.mark_dir(dest or src)
             if event.event_type in ("deleted", "moved"):
                 # Sessions under it are absent now, or moved elsewhere.
                 self.inbox.request_reconcile(f"directory {event.event_type}: {src}")
-            return
-        for path in (src, dest):
-            if path and is_session_filename(os.path.basename(path)):
-                self.inbox.mark(path)
 
 
 @dataclass(slots=True)

@@ -101,16 +101,20 @@ await check("Enter with no hits does nothing", async () => {
 await check("session text cannot put escapes on the screen or in the reference", async () => {
 	const t = overlay({ width: 200 });
 	t.type("q");
-	const evil = "pwn \x1b[2J\x1b]0;title\x07 \x9b31m done";
+	// Terminal controls, and "Trojan Source": bidi overrides, isolates and marks, zero-width and tag characters.
+	const evil = "pwn \x1b[2J\x1b]0;title\x07 \x9b31m done \u202enimda\u202c \u2066i\u2069\u200f\u061c z\u200bw\u200d\u2060\ufeff\u{e0041}";
 	t.asked[0].resolve(answer([hit("s\x1b1", "e1", evil, { evidence: { kind: "tool.result", toolName: "ba\x1bsh", fragmentId: "r" } })]));
 	await tick();
 	const s = t.screen();
 	t.o.handleInput("\r");
 	// pi-tui's own sequences: its cursor markers (APC "pi:...") and the reset after a truncation.
 	const ours = s.replace(/\x1b_pi:[^\x07\x1b]*\x07/g, "").replace(/\x1b\[0m/g, "");
-	expect(!/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(ours), JSON.stringify(ours));
+	const raw = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u{e0000}-\u{e007f}]/u;
+	expect(!raw.test(ours), JSON.stringify(ours));
 	expect(s.includes("\\x1b[2J") && s.includes("\\x07") && s.includes("\\u009b"), s);
-	expect(!/[\x00-\x1f\x7f-\x9f]/.test(t.closed[0]), JSON.stringify(t.closed[0]));
+	expect(s.includes("\\u202enimda\\u202c \\u2066i\\u2069\\u200f\\u061c") && s.includes("z\\u200bw\\u200d\\u2060\\ufeff\\U000e0041"), s);
+	expect(!/[\x00-\x1f\x7f-\x9f]/.test(t.closed[0]) && !raw.test(t.closed[0]), JSON.stringify(t.closed[0]));
+	expect(t.closed[0].includes("\\u202enimda\\u202c"), JSON.stringify(t.closed[0]));
 });
 
 await check("every line fits the width, wide characters included", async () => {

@@ -73,7 +73,10 @@ def _service_lines(st: StatusResult, svc: ServiceStatus) -> list[str]:
         f"  scan     last {_ago(scan.at_ms)} ({scan.reason or '-'}, {scan.files or 0} files, "
         f"{scan.seconds or 0}s); every {svc.scan_interval or 0:g}s; changes missed by events: {svc.missed_by_events}"
     )
-    out.append(f"  progress {svc.files_known} files known; {run_summary(svc)}; backlog {svc.backlog_files} files")
+    # A workspace caller is shown no machine-wide file counts (its own files' progress is the first index's).
+    known = "" if svc.files_known is None else f"{svc.files_known} files known; "
+    queued = "" if svc.backlog_files is None else f"; backlog {svc.backlog_files} files"
+    out.append(f"  progress {known}{run_summary(svc)}{queued}")
     if st.catch_up is not None:
         out.append(
             f"  first index: {st.catch_up.files_done} of {st.catch_up.files_total} files; "

@@ -5,12 +5,12 @@ on a terminal, and the JSON Schema the TypeScript types are checked against."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
+from ..colour import UNSAFE
 from ..protocol import ErrorCode, ProtocolError
 from .base import Wire, clip, quote
 from .envelope import ErrorBody, Freshness, Notice, Response
@@ -117,16 +117,20 @@ def to_builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-# DEL and C1 controls: JSON may carry them raw, but printed raw a U+009B is a CSI on many terminals.
-_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+def _json_escape(char: str) -> str:
+    """`char` as JSON's `\\uXXXX` escapes (a surrogate pair above U+FFFF)."""
+    units = char.encode("utf-16-be")
+    return "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2))
 
 
 def to_json(value: Any, *, indent: int | None = 2) -> str:
     """Pretty JSON of any wire value (one line with `indent=None`), camelCase, as `--json` prints it: the
-    exact text, with every control character JSON-escaped (`\\u001b`,
-    `\\u009b`), so the output is safe on a terminal and decodes to the same values."""
+    exact text, with every character the terminal must not get raw (`colour.UNSAFE`: controls, bidi and
+    zero-width format characters) JSON-escaped (`\\u001b`, `\\u009b`, `\\u202e`), so the output is safe
+    on a terminal and decodes to the same values. JSON escapes C0 itself; DEL, C1 and the format
+    characters it would carry raw (a U+009B is a CSI on many terminals)."""
     text = json.dumps(to_builtins(value), indent=indent, ensure_ascii=False)
-    return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return UNSAFE.sub(lambda m: _json_escape(m.group()), text)
 
 
 # Beside the package (`client/piwatch/wire_schema.json`), where the TypeScript check reads it.

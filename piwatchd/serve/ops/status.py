@@ -1,16 +1,18 @@
 """status: index health and the live service's progress, as the caller may see them.
 
 A workspace caller sees only its own sessions' counts and the service's
-progress (no paths of other projects' files); `all` (the local CLI) sees
+progress (no paths of other projects' files, no machine-wide file counts:
+its own files the index has met instead); `all` (the local CLI) sees
 everything. While the index cannot be read, status still answers
 (`ready: false`, why, and the service's progress). The first index's
 catch-up progress is defined here once, for `status` and for the warning
-every answer carries while it runs.
+every answer carries while it runs, and so is the caller's file backlog.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
 
 import msgspec
@@ -18,10 +20,20 @@ from piwatch import wire
 
 from ..auth import CallerScope
 from ..shown import Shown
-from ..status import collect_status
+from ..status import caller_files, collect_status
+from ..visibility import Visibility
 from .request import OpRequest
 
-__all__ = ["ServiceSnapshot", "catch_up", "catch_up_warnings", "public_service", "status", "unready_status"]
+__all__ = [
+    "ServiceSnapshot",
+    "caller_backlog",
+    "caller_catch_up",
+    "catch_up",
+    "catch_up_warnings",
+    "public_service",
+    "status",
+    "unready_status",
+]
 
 # The ingest service's live progress in its one shape; None without a service (the CLI's fallback).
 ServiceSnapshot = Callable[[], wire.ServiceStatus | None]
@@ -47,7 +59,7 @@ def status(
         result.service = live if vis.scope.roots is None else public_service(live)
     elif vis.scope.roots is not None and result.service is not None:
         result.service = public_service(result.service)
-    result.catch_up = catch_up(snap)
+    result.catch_up = caller_catch_up(snap, vis)
     return result
 
 
@@ -70,22 +82,73 @@ def catch_up(snapshot: wire.ServiceStatus | None) -> wire.IndexProgress | None:
     return wire.IndexProgress(files_done=max(0, known - backlog), files_total=known)
 
 
-def catch_up_warnings(snapshot: wire.ServiceStatus | None) -> list[wire.Notice]:
-    """The service's watch warnings, and the catch-up notice first while the first index runs."""
-    out = [wire.Notice(code="watch", message=wire.clip(w)) for w in snapshot.warnings] if snapshot else []
+def _caller_files(vis: Visibility) -> tuple[int, int]:
+    """(done, total) of a workspace caller's own files (`caller_files`), the
+    sessions it sees in part counted as read."""
+    assert vis.scope.roots is not None
+    excluded, visible = vis.partial_sessions()
+    done, total = caller_files(vis.conn, vis.scope.roots, excluded)
+    return done + len(visible), total + len(visible)
+
+
+def caller_catch_up(snapshot: wire.ServiceStatus | None, vis: Visibility) -> wire.IndexProgress | None:
+    """The first index's progress as the caller may see it (None when not
+    catching up): the service's counts for the whole-index caller; a workspace
+    caller's own files the index has met so far (a file's project is known
+    only once it is read), never the machine's."""
     progress = catch_up(snapshot)
-    if progress is not None:
-        if progress.files_total == 0:
-            message = "indexing: listing the session files, results may be incomplete"
-        else:
-            message = f"indexing: {progress.files_done} of {progress.files_total} files, results may be incomplete"
-        out.insert(0, wire.Notice(code="indexing", message=message))
+    if progress is None or vis.scope.roots is None:
+        return progress
+    done, total = _caller_files(vis)
+    return wire.IndexProgress(files_done=done, files_total=total)
+
+
+def caller_backlog(snapshot: wire.ServiceStatus | None, vis: Visibility | None) -> int | None:
+    """The envelope's file backlog as the caller may see it: the service's for
+    the whole-index caller; a workspace caller's own files not read to their
+    end (counted only while the service has a backlog at all); None before the
+    caller is known (an error answered before its visibility) or when the
+    index fails now (the answer's error says why)."""
+    backlog = snapshot.backlog_files if snapshot else None
+    if vis is None or vis.scope.roots is None or not backlog:
+        return None if vis is None else backlog
+    try:
+        done, total = _caller_files(vis)
+    except sqlite3.Error:
+        return None
+    return total - done
+
+
+def catch_up_warnings(snapshot: wire.ServiceStatus | None, vis: Visibility | None) -> list[wire.Notice]:
+    """The service's watch warnings, and the catch-up notice first while the
+    first index runs, with the counts the caller may see (`caller_catch_up`;
+    none before the caller is known)."""
+    out = [wire.Notice(code="watch", message=wire.clip(w)) for w in snapshot.warnings] if snapshot else []
+    if catch_up(snapshot) is None:
+        return out
+    try:
+        progress = None if vis is None else caller_catch_up(snapshot, vis)
+    except sqlite3.Error:  # the index fails now: the answer's error says why, no counts
+        progress = None
+    if progress is None:
+        message = "indexing: results may be incomplete"
+    elif vis is not None and vis.scope.roots is not None:
+        message = (
+            f"indexing: {progress.files_done} of {progress.files_total} files of this workspace found so far, "
+            "results may be incomplete"
+        )
+    elif progress.files_total == 0:
+        message = "indexing: listing the session files, results may be incomplete"
+    else:
+        message = f"indexing: {progress.files_done} of {progress.files_total} files, results may be incomplete"
+    out.insert(0, wire.Notice(code="indexing", message=message))
     return out
 
 
 def public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
-    """What a workspace caller may see of the service: progress, no paths of
-    other projects' files."""
+    """What a workspace caller may see of the service: its phase and times, no
+    paths of other projects' files and no machine-wide counts (its own files'
+    progress is `catchUp` and the index's counts)."""
     return wire.ServiceStatus(
         pid=svc.pid,
         phase=svc.phase,
@@ -94,8 +157,6 @@ def public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
         heartbeat_ms=svc.heartbeat_ms,
         updated_age_s=svc.updated_age_s,
         uptime_seconds=svc.uptime_seconds,
-        files_known=svc.files_known,
-        backlog_files=svc.backlog_files,
         startup_seconds=svc.startup_seconds,
         last_scan=wire.ScanInfo(at_ms=svc.last_scan.at_ms) if svc.last_scan else None,
     )
