@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_colour_arg", "add_scope_args", "caller_from", "call", "run_op", "CommandFailed"]
+__all__ = ["add_colour_arg", "add_scope_args", "caller_from", "call", "failed", "run_op", "CommandFailed"]
 
 
 class CommandFailed(Exception):
@@ -59,7 +59,9 @@ def _db_path(db: str | None) -> str:
     return str(resolve_db(db))
 
 
-def _failed(exc: Exception) -> CommandFailed:
+def failed(exc: Exception) -> CommandFailed:
+    """A client error as a person reads it (the message, never the wire's code) and its exit code:
+    2 for what the command line asked wrongly, 1 for the rest."""
     from piwatch.client import QueryError, RequestFailed
 
     if isinstance(exc, QueryError):
@@ -87,7 +89,7 @@ def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> tuple[Any, li
             with Client(transport=LocalTransport(_db_path(None))) as client:
                 result = client.request(op, args, caller)
     except PiwatchError as exc:
-        raise _failed(exc) from None
+        raise failed(exc) from None
     for warning in client.last_warnings:
         if warning.code == "indexing":
             print(f"piwatch: {visible_controls(warning.message)}", file=sys.stderr)  # the answer may be incomplete

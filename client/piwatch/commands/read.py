@@ -6,7 +6,7 @@ import argparse
 from typing import Any, TextIO
 
 from ..colour import SafeText
-from ..wire import Neighbours, NodeSummary, ReadResult
+from ..wire import MIN_ID_PREFIX, Neighbours, NodeSummary, ReadResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "node_line", "print_read", "read_args", "run"]
@@ -15,7 +15,7 @@ __all__ = ["add_parser", "node_line", "print_read", "read_args", "run"]
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("read", help="read one event from its source file, with neighbours")
     p.set_defaults(run=run)
-    p.add_argument("session", metavar="SESSION", help="session id")
+    p.add_argument("session", metavar="SESSION", help=f"session id, or a unique prefix of {MIN_ID_PREFIX}+ characters")
     p.add_argument("entry", metavar="ENTRY", help="entry id")
     p.add_argument("--fragment", metavar="ID", help="page through this fragment (ids are shown by a plain read)")
     p.add_argument("--offset", type=int, default=None, help="with --fragment: first character (default 0)")

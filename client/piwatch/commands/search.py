@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from ..colour import SafeText, highlight, use_colour, write_raw
 from ..timeparse import parse_time
-from ..wire import Hit, SearchResult
+from ..wire import MIN_ID_PREFIX, Hit, SearchResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions", "words_alone"]
@@ -49,7 +49,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _add_filter_args(p_search: argparse.ArgumentParser) -> None:
     """Which events may match: session, place, type, time, error, tree state and file filters."""
-    p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
+    p_search.add_argument(
+        "--session",
+        action="append",
+        metavar="ID",
+        help=f"only this session: its id or a unique prefix of {MIN_ID_PREFIX}+ characters (repeatable)",
+    )
     p_search.add_argument("--cwd", metavar="PATH", help="only sessions whose recorded cwd is exactly PATH")
     p_search.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")
     p_search.add_argument("--type", action="append", metavar="TYPE", help="entry type: message, compaction, ...")

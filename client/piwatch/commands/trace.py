@@ -7,7 +7,7 @@ import json
 from typing import TextIO
 
 from ..colour import SafeText
-from ..wire import NodeSummary, Target, TraceResult
+from ..wire import MIN_ID_PREFIX, NodeSummary, Target, TraceResult
 from ._common import add_colour_arg, add_scope_args, run_op
 from .read import node_line
 
@@ -17,7 +17,7 @@ __all__ = ["add_parser", "run", "print_trace"]
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("trace", help="show an event's parent, children, siblings and relationships")
     p.set_defaults(run=run)
-    p.add_argument("session", metavar="SESSION", help="session id")
+    p.add_argument("session", metavar="SESSION", help=f"session id, or a unique prefix of {MIN_ID_PREFIX}+ characters")
     p.add_argument("entry", metavar="ENTRY", help="entry id")
     add_scope_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_FILTER_VALUES",
     "MAX_FOLLOWS_PER_CONNECTION",
     "MAX_ID_CHARS",
+    "MIN_ID_PREFIX",
     "MAX_INDEX",
     "MAX_LIMIT",
     "MAX_OFFSET",
@@ -62,6 +63,9 @@ MAX_QUOTE_CHARS = 200
 PATH_MAX = 4096  # bytes of one path, as Linux's PATH_MAX
 MAX_PATH_COMPONENTS = 128  # `/`-separated parts of one path (real ones have a few dozen)
 MAX_ID_CHARS = 1024  # a session, entry, fragment or tool-call id, a kind, role or tool name
+# A session may be named by a unique prefix of its id this long or longer (as git takes
+# a commit's): shorter, it would too often be ambiguous or name a session by accident.
+MIN_ID_PREFIX = 8
 MAX_EXTRA_ROOTS = 32  # a caller's extra authorization roots
 MAX_FILTER_VALUES = 100  # values of one list filter (session ids, files, kinds, ...)
 

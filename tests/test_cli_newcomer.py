@@ -1,0 +1,95 @@
+"""The command line as a newcomer meets it (issue 30): session ids like git's,
+filters that refuse unknown values, messages for people, and a scope that
+explains itself. Through the real `piwatch` executable against a real
+piwatchd (and its index file, with the daemon stopped, where that matters).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.world import World, wait_for, write
+
+pytestmark = pytest.mark.timeout(120)
+
+# Pi's ids are UUIDs; these share prefixes on purpose.
+A1 = "0190aaaa-1111-7000-8000-000000000001"  # this project
+A2 = "0190aaaa-2222-7000-8000-000000000002"  # this project
+AX = "0190aaaa-9999-7000-8000-000000000009"  # the other project: shares A1's and A2's prefix
+B1 = "0190bbbb-3333-7000-8000-000000000003"  # the other project only
+
+
+@pytest.fixture
+def ids_world(short_tmp):
+    w = World(short_tmp)
+    w.root.mkdir()
+    write(w.root, "a", A1, str(w.proj), "walrus first question", "walrus first answer")
+    write(w.root, "b", A2, str(w.proj), "walrus second question")
+    write(w.root, "c", AX, str(w.base / "proj2"), "walrus hidden elsewhere")
+    write(w.root, "d", B1, str(w.base / "proj2"), "narwhal only elsewhere", "narwhal reply")
+    w.start()
+    wait_for(lambda: w.client({"all": True}).status().sessions == 4)
+    yield w
+    w.stop()
+
+
+def err_line(out) -> str:
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines and all(line.startswith("piwatch") for line in lines), out.stderr
+    return out.stderr.strip()
+
+
+# -- ids like git --------------------------------------------------------------------------------
+
+
+def test_a_unique_prefix_names_a_session_everywhere(ids_world):
+    w = ids_world
+    here = str(w.proj)
+    read = w.cli("read", A1[:10], f"{A1}-e0", "--json", cwd=here)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["sessionId"] == A1
+    trace = w.cli("trace", A1[:8] + "-1", f"{A1}-e1", cwd=here)
+    assert trace.returncode == 0, trace.stderr
+    assert A1 in trace.stdout
+    found = w.cli("search", "walrus", "--session", A2[:12], "--json", cwd=here)
+    assert found.returncode == 0, found.stderr
+    assert {h["sessionId"] for h in json.loads(found.stdout)["hits"]} == {A2}
+    queued = w.cli("reindex", B1[:8])  # reindex is the local user's: every project
+    assert queued.returncode == 0, queued.stderr
+    assert queued.stdout.strip() == f"queued: {B1}"
+
+
+def test_an_ambiguous_prefix_is_a_usage_error_naming_only_visible_sessions(ids_world):
+    w = ids_world
+    for args in (["read", "0190aaaa", "x"], ["trace", "0190aaaa-", "x"], ["search", "walrus", "--session", "0190aaaa"]):
+        out = w.cli(*args, cwd=str(w.proj))
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        line = err_line(out)
+        assert "ambiguous" in line and A1 in line and A2 in line, line
+        assert AX not in line  # the other project's session never shows, nor counts
+        assert "2 sessions" in line
+    everywhere = w.cli("read", "0190aaaa", "x", "--all")
+    assert everywhere.returncode == 2 and "3 sessions" in everywhere.stderr and AX in everywhere.stderr
+
+
+def test_a_short_id_is_a_usage_error_and_an_unknown_one_is_not_found(ids_world):
+    w = ids_world
+    for args in (["read", "0190aa", "e"], ["trace", "abc", "e"], ["reindex", "0190"]):
+        out = w.cli(*args, cwd=str(w.proj))
+        assert out.returncode == 2, (args, out.stderr)
+        assert "at least 8 characters" in err_line(out)
+    for args in (["read", "0190cccc", "e"], ["trace", "0190cccc-0000-7000", "e"], ["reindex", "0190cccc"]):
+        out = w.cli(*args, cwd=str(w.proj))
+        assert out.returncode == 1, (args, out.stderr)
+        line = err_line(out)
+        assert "no session" in line and "event" not in line and "not_found" not in line, line
+    # A hidden session answers exactly as a missing one, by its whole id or a prefix.
+    for hidden, missing in ((B1, "0190cccc-3333-7000-8000-000000000003"), (B1[:9], "0190cccc-")):
+        answers = [w.cli("read", sid, "e", cwd=str(w.proj)) for sid in (hidden, missing)]
+        assert [(a.returncode, a.stdout) for a in answers] == [(1, "")] * 2
+        assert answers[0].stderr.splitlines()[0] == answers[1].stderr.splitlines()[0]
+    # A session that exists but holds no such entry is still "no such event".
+    out = w.cli("read", A1, "nope", cwd=str(w.proj))
+    assert out.returncode == 1 and "no such event" in err_line(out)
