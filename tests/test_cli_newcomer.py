@@ -7,9 +7,11 @@ piwatchd (and its index file, with the daemon stopped, where that matters).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
-from helpers.world import World, wait_for, write
+from helpers.world import BIN, World, wait_for, write
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -93,3 +95,74 @@ def test_a_short_id_is_a_usage_error_and_an_unknown_one_is_not_found(ids_world):
     # A session that exists but holds no such entry is still "no such event".
     out = w.cli("read", A1, "nope", cwd=str(w.proj))
     assert out.returncode == 1 and "no such event" in err_line(out)
+
+
+# -- filters with closed vocabularies ------------------------------------------------------------
+
+BAD_VALUES = [
+    ("--kind", "garbage", "user.text"),
+    ("--role", "nosuch", "toolResult"),
+    ("--type", "nosuch", "branch_summary"),
+    ("--branch", "chosen", "alternate"),
+    ("--selection", "maybe", "not-applicable"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "valid"), BAD_VALUES, ids=[f for f, _, _ in BAD_VALUES])
+def test_an_unknown_filter_value_is_a_usage_error_listing_the_values(ids_world, flag, value, valid):
+    w = ids_world
+    for extra in ([], ["--db", str(w.db)], ["--follow"]):
+        out = w.cli("search", "walrus", flag, "user.text" if flag == "--kind" else valid, flag, value, *extra)
+        assert out.returncode == 2, (extra, out.stdout, out.stderr)
+        line = err_line(out)
+        assert value in line and valid in line, line
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "valid"),
+    [
+        ("kind", "garbage", "tool.call"),
+        ("role", "nosuch", "assistant"),
+        ("eventType", "nosuch", "message"),
+        ("branchState", "x", "selected"),
+        ("selectionState", "x", "direct"),
+    ],
+)
+def test_the_daemon_refuses_unknown_filter_values_for_every_caller(ids_world, name, value, valid):
+    """The same vocabulary refuses the Pi tool's, the TUI's and the Python client's values."""
+    from piwatch.client import RequestFailed
+
+    with ids_world.client({"cwd": str(ids_world.proj)}) as c:
+        with pytest.raises(RequestFailed) as refused:
+            c.search("walrus", filters={name: [value]})
+        assert refused.value.code == "bad_request"
+        assert value in refused.value.message and valid in refused.value.message
+        with pytest.raises(RequestFailed) as refused_follow:
+            c.follow("walrus", filters={name: [value]})
+        assert refused_follow.value.code == "bad_request"
+        assert c.search("walrus", filters={name: [valid]}) is not None  # a valid value is taken
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("piwatch search x --kind ", {"user.text", "bash.command", "tool.call", "session.name"}),
+        ("piwatch search x --kind bash.", {"bash.command", "bash.output"}),
+        ("piwatch search x --role ", {"user", "assistant", "toolResult"}),
+        ("piwatch search x --selection ", {"direct", "not-selected"}),
+    ],
+)
+def test_completion_offers_filter_values_not_file_names(line, expected):
+    env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line)), "_ARGCOMPLETE_IFS": "\n"}
+    proc = subprocess.run(
+        f"'{BIN / 'piwatch'}' 8>&1 9>/dev/null", shell=True, env=env, capture_output=True, text=True, timeout=30
+    )
+    words = {w.strip() for w in proc.stdout.split("\n")} - {""}
+    assert proc.returncode == 0, proc.stderr
+    assert expected <= words, words
+    assert all("/" not in w for w in words), words
+
+
+def test_help_says_how_a_bash_tool_call_is_found():
+    out = subprocess.run([str(BIN / "piwatch"), "search", "--help"], capture_output=True, text=True, check=True)
+    assert "tool.call with --tool bash" in " ".join(out.stdout.split())

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from ..colour import SafeText, highlight, use_colour, write_raw
 from ..timeparse import parse_time
-from ..wire import MIN_ID_PREFIX, Hit, SearchResult
+from ..wire import BRANCH_STATES, ENTRY_TYPES, KINDS, MIN_ID_PREFIX, ROLES, SELECTION_STATES, Hit, SearchResult
 from ._common import add_colour_arg, add_scope_args, run_op
 
 __all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions", "words_alone"]
@@ -57,24 +57,24 @@ def _add_filter_args(p_search: argparse.ArgumentParser) -> None:
     )
     p_search.add_argument("--cwd", metavar="PATH", help="only sessions whose recorded cwd is exactly PATH")
     p_search.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")
-    p_search.add_argument("--type", action="append", metavar="TYPE", help="entry type: message, compaction, ...")
-    p_search.add_argument("--kind", action="append", metavar="KIND", help="semantic kind: user.text, tool.result, ...")
-    p_search.add_argument(
-        "--role", action="append", metavar="ROLE", help="message role: user, assistant, toolResult, ..."
+    _add_value_filter(p_search, "--type", "TYPE", ENTRY_TYPES, "entry type")
+    _add_value_filter(
+        p_search,
+        "--kind",
+        "KIND",
+        KINDS,
+        "kind of the matched text (bash.command is a command the user ran with ! in Pi;"
+        " the model's bash tool calls are tool.call with --tool bash)",
     )
+    _add_value_filter(p_search, "--role", "ROLE", ROLES, "message role")
     p_search.add_argument("--tool", action="append", metavar="NAME", help="tool name of a call or result")
     p_search.add_argument("--since", type=parse_time, metavar="TIME", help="not before TIME (7d, 12h, ISO date)")
     p_search.add_argument("--until", type=parse_time, metavar="TIME", help="before TIME")
     err = p_search.add_mutually_exclusive_group()
     err.add_argument("--errors", dest="is_error", action="store_const", const=True, help="only errors")
     err.add_argument("--no-errors", dest="is_error", action="store_const", const=False, help="exclude errors")
-    p_search.add_argument("--branch", action="append", metavar="STATE", help="selected | alternate | unknown")
-    p_search.add_argument(
-        "--selection",
-        action="append",
-        metavar="STATE",
-        help="direct | summarized | omitted | not-selected | not-applicable | unknown",
-    )
+    _add_value_filter(p_search, "--branch", "STATE", BRANCH_STATES, "branch state")
+    _add_value_filter(p_search, "--selection", "STATE", SELECTION_STATES, "selection state")
     p_search.add_argument(
         "--file",
         action="append",
@@ -86,6 +86,14 @@ def _add_filter_args(p_search: argparse.ArgumentParser) -> None:
         choices=("read", "changed", "any"),
         default=None,
         help="with --file: read, changed or any (default any)",
+    )
+
+
+def _add_value_filter(p: argparse.ArgumentParser, flag: str, metavar: str, values: tuple[str, ...], what: str) -> None:
+    """A repeatable filter with a closed vocabulary: another value is a usage error naming
+    them, and the shell completes them (argcomplete offers the choices)."""
+    p.add_argument(
+        flag, action="append", metavar=metavar, choices=values, help=f"{what}, repeatable: {', '.join(values)}"
     )
 
 

@@ -68,6 +68,12 @@ from .envelope import (
     SessionFreshness,
 )
 from .requests import (
+    BRANCH_STATES,
+    ENTRY_TYPES,
+    FILTER_VALUES,
+    KINDS,
+    ROLES,
+    SELECTION_STATES,
     Caller,
     FileMode,
     FollowArgs,
@@ -131,6 +137,12 @@ from .status import (
 )
 
 __all__ = [
+    "BRANCH_STATES",
+    "ENTRY_TYPES",
+    "FILTER_VALUES",
+    "KINDS",
+    "ROLES",
+    "SELECTION_STATES",
     "ARGS",
     "Alternative",
     "BytesStatus",
