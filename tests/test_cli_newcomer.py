@@ -166,3 +166,73 @@ def test_completion_offers_filter_values_not_file_names(line, expected):
 def test_help_says_how_a_bash_tool_call_is_found():
     out = subprocess.run([str(BIN / "piwatch"), "search", "--help"], capture_output=True, text=True, check=True)
     assert "tool.call with --tool bash" in " ".join(out.stdout.split())
+
+
+# -- messages for people -------------------------------------------------------------------------
+
+INTERNALS = ("Expected `", "$.", "not_found", "bad_request", "query_error", "Error)", "Error:")
+
+
+def said_for_people(out) -> str:
+    text = err_line(out)
+    assert not [word for word in INTERNALS if word in text], text
+    return text
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["search", "x", "--limit", "0"], "--limit: must be at least 1"),
+        (["search", "x", "--limit", "201"], "--limit: must be at most 200"),
+        (["search", "x", "--offset", "10001"], "--offset: must be at most 10,000"),
+        (["search", "x", "--wait", "11"], "--wait: must be at most 10"),
+        (["read", "s", "e", "--before", "51"], "--before: must be at most 50"),
+        (["read", "s", "e", "--fragment", "f", "--length", "0"], "--length: must be at least 1"),
+        (["sessions", "--limit", "501"], "--limit: must be at most 500"),
+        (["read", "s", "e", "--offset", "5"], "--offset and --length page through one fragment: add --fragment"),
+        (["search", "!!!"], "the query has no searchable words"),
+        (["search", "!!!", "--follow"], "the query has no searchable words"),
+    ],
+)
+def test_usage_errors_are_said_for_people(ids_world, args, said):
+    out = ids_world.cli(*args, cwd=str(ids_world.proj))
+    assert out.returncode == 2, (args, out.stderr)
+    assert said in said_for_people(out)
+
+
+def test_every_bound_is_in_the_help():
+    from piwatch import wire
+
+    def helps(*cmd: str) -> str:
+        out = subprocess.run([str(BIN / "piwatch"), *cmd, "--help"], capture_output=True, text=True, check=True)
+        return " ".join(out.stdout.split())
+
+    search = helps("search")
+    assert f"1-{wire.MAX_LIMIT}" in search and f"0-{wire.MAX_OFFSET:,}" in search
+    assert f"at most {wire.MAX_WAIT_SECONDS:g}" in search
+    read = helps("read")
+    assert f"0-{wire.NEIGHBOURS_MAX}" in read and f"1-{wire.WINDOW_MAX:,}" in read
+    assert f"1-{wire.MAX_SESSIONS_LIMIT}" in helps("sessions")
+
+
+def test_json_keeps_the_code_and_people_get_the_words(ids_world):
+    w = ids_world
+    out = w.cli("read", A1, "nope", "--json", cwd=str(w.proj))
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"]["code"] == "not_found"
+    assert "no such event" in said_for_people(out)
+    out = w.cli("read", "0190aaaa", "e", "--json", cwd=str(w.proj))
+    assert out.returncode == 2 and json.loads(out.stdout)["error"]["code"] == "bad_request"
+
+
+def test_a_stopped_daemon_is_said_in_words(ids_world):
+    w = ids_world
+    w.stop()
+    status = w.cli("status")
+    assert status.returncode == 1
+    first = status.stdout.splitlines()[0]
+    assert first.startswith(f"piwatchd is not running at {w.sock} (no socket there)"), first
+    assert "Error" not in status.stdout + status.stderr
+    search = w.cli("search", "walrus", "--all")
+    assert search.returncode == 0 and A1 in search.stdout  # answered from the index file
+    assert "(no socket there)" in search.stderr and "Error" not in search.stderr

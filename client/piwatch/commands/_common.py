@@ -8,15 +8,70 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["add_colour_arg", "add_scope_args", "caller_from", "call", "failed", "run_op", "CommandFailed"]
+from ..wire import MAX_WAIT_SECONDS
+
+_N = TypeVar("_N", int, float)
+
+__all__ = [
+    "add_colour_arg",
+    "add_scope_args",
+    "caller_from",
+    "call",
+    "failed",
+    "number",
+    "run_op",
+    "whole",
+    "CommandFailed",
+]
 
 
 class CommandFailed(Exception):
-    def __init__(self, message: str, exit_code: int) -> None:
+    """A failed command: its message for people, its exit code, and the wire's error code
+    (`not_found`, `bad_request`, ...) when piwatchd answered one (`--json` prints it)."""
+
+    def __init__(self, message: str, exit_code: int, code: str | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.code = code
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (the wire's bounds, stated in
+    each option's help), else a usage error saying which bound (`--limit: must be at least 1`)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+        return _within(value, low, high)
+
+    return parse
+
+
+def number(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number of seconds from `low` to `high`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+        if value != value:  # NaN is inside no bounds
+            raise argparse.ArgumentTypeError("must be a number")
+        return _within(value, low, high)
+
+    return parse
+
+
+def _within(value: _N, low: _N, high: _N) -> _N:
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low:,}")
+    if value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high:,}")
+    return value
 
 
 def add_scope_args(p: argparse.ArgumentParser) -> None:
@@ -28,7 +83,12 @@ def add_scope_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--all", action="store_true", help="every indexed session, not only this workspace's")
     p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
-    p.add_argument("--wait", type=float, metavar="SEC", help="wait up to SEC for the named session to be fully indexed")
+    p.add_argument(
+        "--wait",
+        type=number(0, MAX_WAIT_SECONDS),
+        metavar="SEC",
+        help=f"wait up to SEC (at most {MAX_WAIT_SECONDS:g}) for the named session to be fully indexed",
+    )
 
 
 def add_colour_arg(p: argparse.ArgumentParser, what: str = "escaped control characters") -> None:
@@ -65,9 +125,9 @@ def failed(exc: Exception) -> CommandFailed:
     from piwatch.client import QueryError, RequestFailed
 
     if isinstance(exc, QueryError):
-        return CommandFailed(exc.message, 2)
+        return CommandFailed(exc.message, 2, exc.code)
     if isinstance(exc, RequestFailed):
-        return CommandFailed(exc.message, 2 if exc.code == "bad_request" else 1)
+        return CommandFailed(exc.message, 2 if exc.code == "bad_request" else 1, exc.code)
     return CommandFailed(str(exc), 1)
 
 
@@ -114,6 +174,10 @@ def run_op(
         result, warnings = call(ns, op, args)
     except CommandFailed as exc:
         print(f"piwatch: {visible_controls(str(exc))}", file=sys.stderr)
+        if ns.json and exc.code:  # a script reads what went wrong on stdout too, by the wire's code
+            from piwatch.wire import to_json
+
+            print(to_json({"error": {"code": exc.code, "message": str(exc)}}))
         return exc.exit_code
     if ns.json:
         from piwatch.wire import to_builtins, to_json

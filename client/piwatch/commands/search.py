@@ -10,8 +10,19 @@ from typing import Any, TextIO
 
 from ..colour import SafeText, highlight, use_colour, write_raw
 from ..timeparse import parse_time
-from ..wire import BRANCH_STATES, ENTRY_TYPES, KINDS, MIN_ID_PREFIX, ROLES, SELECTION_STATES, Hit, SearchResult
-from ._common import add_colour_arg, add_scope_args, run_op
+from ..wire import (
+    BRANCH_STATES,
+    ENTRY_TYPES,
+    KINDS,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    MIN_ID_PREFIX,
+    ROLES,
+    SELECTION_STATES,
+    Hit,
+    SearchResult,
+)
+from ._common import add_colour_arg, add_scope_args, run_op, whole
 
 __all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions", "words_alone"]
 
@@ -42,8 +53,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="print each new hit as its event is indexed, until interrupted (like tail -f); needs piwatchd",
     )
-    p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
-    p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
+    p_search.add_argument(
+        "--limit",
+        type=whole(1, MAX_LIMIT),
+        default=20,
+        help=f"hits (with --sessions: sessions) to return, 1-{MAX_LIMIT} (default 20)",
+    )
+    p_search.add_argument(
+        "--offset", type=whole(0, MAX_OFFSET), default=0, help=f"skip this many, 0-{MAX_OFFSET:,} (pagination)"
+    )
     _add_filter_args(p_search)
 
 
@@ -250,7 +268,7 @@ def follow(ns: argparse.Namespace) -> int:
     from piwatch.wire import to_json
 
     from ..colour import visible_controls
-    from ._common import caller_from
+    from ._common import caller_from, failed
 
     if ns.db or ns.group == "session" or ns.offset:
         print("piwatch: --follow takes no --db, --sessions or --offset (it follows piwatchd live)", file=sys.stderr)
@@ -277,8 +295,9 @@ def follow(ns: argparse.Namespace) -> int:
                     _print_hit("", hit, out, out.colour)
                 sys.stdout.flush()
     except PiwatchError as exc:
-        print(f"piwatch: {visible_controls(str(exc))}", file=sys.stderr)
-        return 1
+        problem = failed(exc)
+        print(f"piwatch: {visible_controls(str(problem))}", file=sys.stderr)
+        return problem.exit_code
     return 0
 
 

@@ -180,7 +180,7 @@ def run(ns: argparse.Namespace) -> int:
                 to_json({"running": False, "error": str(exc), "index": None if local is None else to_builtins(local)})
             )
         else:
-            print(f"piwatchd is not running ({exc})")
+            print(exc)  # says where it looked, why it is not running and how to start it
             if local is not None:
                 print("last recorded state of the index file:")
                 print(visible_controls(format_status(local)))

@@ -29,6 +29,7 @@ __all__ = [
     "SESSIONS_QUERY_HITS",
     "WORD_COUNTS_MAX",
     "WORD_COUNT_MAX",
+    "WINDOW_DEFAULT",
     "WINDOW_MAX",
     "Wire",
     "clip",
@@ -51,6 +52,7 @@ WORD_COUNT_MAX = 20
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
 WINDOW_MAX = 64_000
+WINDOW_DEFAULT = 8_000  # characters of a fragment window when the caller names no length
 # Offsets into text or lists: far beyond any real value, well inside SQLite's 64-bit integers.
 MAX_INDEX = 2**53
 # SQLite integers are 64-bit; a larger filter value would be an OverflowError.
