@@ -236,3 +236,99 @@ def test_a_stopped_daemon_is_said_in_words(ids_world):
     search = w.cli("search", "walrus", "--all")
     assert search.returncode == 0 and A1 in search.stdout  # answered from the index file
     assert "(no socket there)" in search.stderr and "Error" not in search.stderr
+
+
+# -- a scope that explains itself ----------------------------------------------------------------
+
+
+def test_read_and_trace_of_another_projects_event_say_how_to_widen(ids_world):
+    w = ids_world
+    for op in ("read", "trace"):
+        out = w.cli(op, B1, f"{B1}-e0", cwd=str(w.proj))
+        assert out.returncode == 1
+        assert f"a session of another project holds it: add --all to {op} it" in said_for_people(out)
+        prefixed = w.cli(op, B1[:8], f"{B1}-e0", cwd=str(w.proj))
+        assert prefixed.returncode == 1 and "add --all" in prefixed.stderr
+        missing = w.cli(op, A1, "nope", cwd=str(w.proj))
+        assert missing.returncode == 1 and "another project" not in missing.stderr
+        assert w.cli(op, B1, f"{B1}-e0", "--all").returncode == 0
+
+
+def test_a_search_that_finds_nothing_here_counts_the_other_projects_hits(ids_world):
+    w = ids_world
+    here = str(w.proj.resolve())
+    out = w.cli("search", "narwhal", cwd=str(w.proj))
+    assert out.returncode == 0, out.stderr
+    assert (
+        out.stdout.splitlines()[0]
+        == f"no hits in the sessions of {here}; 2 hits in other projects: add --all to see them"
+    )
+    grouped = w.cli("search", "narwhal", "--sessions", cwd=str(w.proj))
+    assert "2 hits in other projects" in grouped.stdout
+    nowhere = w.cli("search", "zzqqxx", cwd=str(w.proj))
+    assert nowhere.stdout.splitlines()[0] == f"no hits in the sessions of {here}, nor in other projects"
+    # --json stays the answer as piwatchd gave it, and asks nothing more.
+    js = json.loads(w.cli("search", "narwhal", "--json", cwd=str(w.proj)).stdout)
+    assert js["hits"] == [] and "other projects" not in json.dumps(js)
+
+
+def test_the_pi_tools_caller_learns_nothing_of_other_projects(ids_world):
+    """The count is the command line's own second request as the local user; a workspace
+    caller's answer (what the Pi tool gets) holds nothing about other projects."""
+    from piwatch.wire import to_json
+
+    with ids_world.client({"cwd": str(ids_world.proj)}) as c:
+        result = c.search("narwhal")
+        warnings = c.last_warnings
+    text = to_json(result) + to_json(warnings)
+    assert result.hits == [] and B1 not in text and "proj2" not in text and "other project" not in text
+
+
+def test_a_follow_says_where_it_looks_and_what_other_projects_hold(ids_world):
+    import signal
+
+    w = ids_world
+    proc = subprocess.Popen(
+        [str(BIN / "piwatch"), "search", "narwhal", "--follow"],
+        cwd=str(w.proj),
+        env=w.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first, second = proc.stderr.readline(), proc.stderr.readline()
+        assert f"following 'narwhal' in the sessions of {w.proj.resolve()} (--all follows every project)" in first
+        assert "no hits there yet; 2 hits in other projects: add --all to follow every project" in second
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_default_scope_for_the_command_line_only(ids_world):
+    w = ids_world
+    here = {"cwd": str(w.proj)}
+    env_all = {**w.env, "PIWATCH_SCOPE": "all"}
+
+    def cli(*args, env=w.env):
+        return subprocess.run([str(BIN / "piwatch"), *args], env=env, cwd=here["cwd"], capture_output=True, text=True)
+
+    assert B1 in cli("search", "narwhal", env=env_all).stdout
+    assert B1 not in cli("search", "narwhal", "--project", env=env_all).stdout
+    assert cli("read", B1, f"{B1}-e0", env=env_all).returncode == 0
+    bad = cli("search", "narwhal", env={**w.env, "PIWATCH_SCOPE": "everything"})
+    assert bad.returncode == 2 and 'PIWATCH_SCOPE must be "project" or "all"' in said_for_people(bad)
+    # config.toml's [cli] table, which piwatchd itself never reads: restarted on it, the Pi tool's
+    # caller (its project) still sees its project only.
+    config = w.base / "none.toml"
+    config.write_text('[cli]\nscope = "all"\n')
+    assert B1 in cli("search", "narwhal").stdout
+    w.stop()
+    w.start()
+    with w.client(here) as c:
+        assert c.search("narwhal").hits == []
+    config.write_text('[cli]\nscope = "some"\n')
+    bad = cli("search", "narwhal")
+    assert bad.returncode == 2 and "scope under [cli]" in said_for_people(bad)

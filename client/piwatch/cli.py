@@ -108,7 +108,7 @@ def _reader_gone() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .client import PiwatchError
-    from .commands._common import failed
+    from .commands._common import CommandFailed, failed
 
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`piwatch completion`); exits
@@ -126,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _reader_gone()
+    except CommandFailed as exc:  # a command's own check (a bad default scope in config.toml)
+        print(f"piwatch: {exc}", file=sys.stderr)
+        return exc.exit_code
     except PiwatchError as exc:
         # Every client and api error carries its own advice; one line, in words (never the wire's code).
         said = failed(exc)

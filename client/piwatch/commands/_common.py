@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from ..paths import config_path
 from ..wire import MAX_WAIT_SECONDS
 
 _N = TypeVar("_N", int, float)
@@ -19,10 +21,12 @@ __all__ = [
     "add_scope_args",
     "caller_from",
     "call",
+    "default_scope",
     "failed",
     "number",
     "run_op",
     "whole",
+    "widened",
     "CommandFailed",
 ]
 
@@ -81,7 +85,16 @@ def add_scope_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace", metavar="ROOT", help="authorization root (default: the Git worktree or directory you are in)"
     )
-    p.add_argument("--all", action="store_true", help="every indexed session, not only this workspace's")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--all",
+        action="store_true",
+        help="every project's sessions, not only this workspace's (the default with PIWATCH_SCOPE=all"
+        ' or scope = "all" under [cli] in config.toml)',
+    )
+    scope.add_argument(
+        "--project", action="store_true", help="only this workspace's sessions, whatever the default scope"
+    )
     p.add_argument("--socket", metavar="PATH", help="piwatchd socket (default: $PIWATCH_SOCKET or the runtime dir)")
     p.add_argument(
         "--wait",
@@ -104,8 +117,39 @@ def add_colour_arg(p: argparse.ArgumentParser, what: str = "escaped control char
     )
 
 
+SCOPES = ("project", "all")
+
+
+def default_scope(env: Mapping[str, str] | None = None) -> str:
+    """The local user's default scope for the command line and the TUI: `PIWATCH_SCOPE`,
+    else `scope` under `[cli]` in config.toml, else "project". Never the Pi tool's: the
+    daemon reads neither, and a model's caller is always its project."""
+    env = os.environ if env is None else env
+    value: object = env.get("PIWATCH_SCOPE") or None
+    where = "PIWATCH_SCOPE"
+    if value is None:
+        path = config_path(env)
+        try:
+            with open(path, "rb") as fh:
+                table = tomllib.load(fh).get("cli")
+        except FileNotFoundError:
+            table = None
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise CommandFailed(f"cannot read config {path}: {exc}", 2) from None
+        value = table.get("scope") if isinstance(table, dict) else None
+        where = f"config {path}: scope under [cli]"
+    if value is None:
+        return "project"
+    if value not in SCOPES:
+        raise CommandFailed(f'{where} must be "project" or "all", not {str(value)[:40]!r}', 2)
+    return str(value)
+
+
 def caller_from(ns: argparse.Namespace) -> dict[str, Any]:
-    if ns.all or (ns.db and not ns.workspace):
+    """The command line's caller: every session with --all (or --db, or the default
+    scope "all", unless --project or --workspace), else the workspace it is in."""
+    narrowed = getattr(ns, "project", False) or ns.workspace
+    if ns.all or (not narrowed and (ns.db or default_scope() == "all")):
         return {"all": True}
     caller: dict[str, Any] = {"cwd": os.getcwd()}
     if ns.workspace:
@@ -131,29 +175,53 @@ def failed(exc: Exception) -> CommandFailed:
     return CommandFailed(str(exc), 1)
 
 
-def call(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> tuple[Any, list[Any]]:
-    """Ask piwatchd; if it is not running, say so and answer from the index
-    file through the same api (`LocalTransport`), with the same authorization."""
+def call(
+    ns: argparse.Namespace, op: str, args: dict[str, Any], caller: dict[str, Any] | None = None, quiet: bool = False
+) -> tuple[Any, list[Any]]:
+    """Ask piwatchd (as `caller`, default the command line's); if it is not running,
+    say so (unless `quiet`) and answer from the index file through the same api
+    (`LocalTransport`), with the same authorization."""
     from piwatch.client import Client, DaemonNotRunning, LocalTransport, PiwatchError
 
     from ..colour import visible_controls
 
-    caller = caller_from(ns)
+    caller = caller or caller_from(ns)
     try:
         client = Client(transport=LocalTransport(_db_path(ns.db))) if ns.db else Client(getattr(ns, "socket", None))
         try:
             with client:
                 result = client.request(op, args, caller)
         except DaemonNotRunning as exc:
-            print(f"piwatch: {exc}\npiwatch: answering from the index file (read-only, may lag)", file=sys.stderr)
+            if not quiet:
+                print(f"piwatch: {exc}\npiwatch: answering from the index file (read-only, may lag)", file=sys.stderr)
             with Client(transport=LocalTransport(_db_path(None))) as client:
                 result = client.request(op, args, caller)
     except PiwatchError as exc:
         raise failed(exc) from None
-    for warning in client.last_warnings:
+    for warning in [] if quiet else client.last_warnings:
         if warning.code == "indexing":
             print(f"piwatch: {visible_controls(warning.message)}", file=sys.stderr)  # the answer may be incomplete
     return result, client.last_warnings
+
+
+def widened(ns: argparse.Namespace, op: str, args: dict[str, Any]) -> Any | None:
+    """The same request over every project, when the command line's project scope
+    answered nothing: None when the caller already sees every project or it fails.
+    For the local user's own command line only (who may add --all anyway): one more
+    request, made only for an empty answer; the Pi tool never asks one."""
+    if "all" in caller_from(ns):
+        return None
+    try:
+        return call(ns, op, args, caller={"all": True}, quiet=True)[0]
+    except CommandFailed:
+        return None
+
+
+def _explained(ns: argparse.Namespace, op: str, args: dict[str, Any], exc: CommandFailed) -> CommandFailed:
+    """A read or trace not found in the caller's project that another project holds says so."""
+    if exc.code != "not_found" or op not in ("read", "trace") or widened(ns, op, args) is None:
+        return exc
+    return CommandFailed(f"{exc}; a session of another project holds it: add --all to {op} it", exc.exit_code, exc.code)
 
 
 def run_op(
@@ -172,7 +240,8 @@ def run_op(
 
     try:
         result, warnings = call(ns, op, args)
-    except CommandFailed as exc:
+    except CommandFailed as failure:
+        exc = _explained(ns, op, args, failure)
         print(f"piwatch: {visible_controls(str(exc))}", file=sys.stderr)
         if ns.json and exc.code:  # a script reads what went wrong on stdout too, by the wire's code
             from piwatch.wire import to_json

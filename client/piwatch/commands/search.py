@@ -22,9 +22,18 @@ from ..wire import (
     Hit,
     SearchResult,
 )
-from ._common import add_colour_arg, add_scope_args, run_op, whole
+from ._common import add_colour_arg, add_scope_args, run_op, whole, widened
 
-__all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions", "words_alone"]
+__all__ = [
+    "add_parser",
+    "elsewhere_args",
+    "elsewhere_count",
+    "run",
+    "search_args",
+    "print_hits",
+    "print_sessions",
+    "words_alone",
+]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -190,16 +199,42 @@ def _colour_of(out: TextIO | SafeText, colour: bool | None) -> bool:
     return out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
 
 
-def print_hits(result: SearchResult, out: TextIO | SafeText, colour: bool | None = None) -> None:
+def elsewhere_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The search that counts what a project's search that found nothing would find in
+    the other projects (asked as caller all): the same query and filters, one page of
+    the most events a page holds. Only the local user's own CLI and TUI ask it."""
+    same = {k: v for k, v in args.items() if k not in ("waitSeconds", "group", "offset")}
+    return {**same, "limit": MAX_LIMIT}
+
+
+def elsewhere_count(result: SearchResult) -> str | None:
+    """How many hits the other projects hold (`elsewhere_args`' answer), in words; None for none."""
+    n, more = len(result.hits), result.has_more
+    return f"{n}{'+' if more else ''} hit{'' if n == 1 and not more else 's'} in other projects" if n else None
+
+
+def _no_hits(result: SearchResult, elsewhere: SearchResult | None) -> str:
+    roots = result.scope.roots if result.scope else None
+    if not roots:
+        return "no hits"
+    where = f"no hits in the sessions of {', '.join(roots)}"
+    if elsewhere is None:
+        return f"{where} (--all searches every project)"
+    count = elsewhere_count(elsewhere)
+    return f"{where}; {count}: add --all to see them" if count else f"{where}, nor in other projects"
+
+
+def print_hits(
+    result: SearchResult, out: TextIO | SafeText, colour: bool | None = None, elsewhere: SearchResult | None = None
+) -> None:
     """Hits as text; matches in colour when `colour` (default: `out`'s colour
     when it is a `SafeText`, else `--color auto` for `out`). Session text is
-    written escaped (`highlight`, `SafeText`)."""
+    written escaped (`highlight`, `SafeText`). An empty page of a project's
+    search says what `elsewhere` (the other projects' answer) holds."""
     colour = _colour_of(out, colour)
     hits = result.hits
     if not hits:
-        roots = result.scope.roots if result.scope else None
-        where = f" in the sessions of {', '.join(roots)} (--all searches every project)" if roots else ""
-        print(f"no hits{where}", file=out)
+        print(_no_hits(result, elsewhere), file=out)
         alone = words_alone(result)
         if alone:
             print(alone, file=out)
@@ -235,12 +270,14 @@ def _print_hit(lead: str, hit: Hit, out: TextIO | SafeText, colour: bool) -> Non
     write_raw(out, f"{pad}{highlight(hit.snippet, hit.spans, colour)}\n")
 
 
-def print_sessions(result: SearchResult, out: TextIO | SafeText, colour: bool | None = None) -> None:
+def print_sessions(
+    result: SearchResult, out: TextIO | SafeText, colour: bool | None = None, elsewhere: SearchResult | None = None
+) -> None:
     """Sessions as text (`--sessions`), each with its strongest event as evidence."""
     colour = _colour_of(out, colour)
     sessions = result.sessions or []
     if not sessions:
-        print_hits(result, out, colour)  # the same "no hits" line
+        print_hits(result, out, colour, elsewhere)  # the same "no hits" line
         return
     more = "+" if result.grouping_capped else ""
     repairs = _repairs_line(result)
@@ -284,10 +321,13 @@ def follow(ns: argparse.Namespace) -> int:
             Client(ns.socket) as client,
             client.follow(args["query"], filters=args["filters"], caller=caller_from(ns)) as stream,
         ):
+            scope, elsewhere = _follow_scope(ns, args)
             print(
-                f"piwatch: following {args['query']!r}; new hits appear as they are indexed (Ctrl-C stops)",
+                f"piwatch: following {args['query']!r} in {scope}; new hits appear as they are indexed (Ctrl-C stops)",
                 file=sys.stderr,
             )
+            if elsewhere:
+                print(f"piwatch: no hits there yet; {elsewhere}: add --all to follow every project", file=sys.stderr)
             for hit in stream:
                 if ns.json:
                     print(to_json(hit, indent=None))
@@ -301,10 +341,38 @@ def follow(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _follow_scope(ns: argparse.Namespace, args: dict[str, Any]) -> tuple[str, str | None]:
+    """Where a follow looks, in words, and (when its project holds no hit yet) how many hits
+    the other projects hold: a follow of one project that matches only elsewhere would
+    otherwise wait in silence. Two searches of the words as written, as the follow matches."""
+    from ._common import CommandFailed, call, caller_from
+
+    if "all" in caller_from(ns):
+        return "every project", None
+    probe = {"query": args["query"], "filters": args["filters"], "exact": True}
+    try:
+        here: SearchResult = call(ns, "search", {**probe, "limit": 1}, quiet=True)[0]
+    except CommandFailed:
+        return "this project (--all follows every project)", None
+    roots = here.scope.roots if here.scope else None
+    scope = f"the sessions of {', '.join(roots or ['this project'])} (--all follows every project)"
+    if here.hits:
+        return scope, None
+    others = widened(ns, "search", elsewhere_args(probe))
+    return scope, None if others is None else elsewhere_count(others)
+
+
 def run(ns: argparse.Namespace) -> int:
     if ns.follow:
         return follow(ns)
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    return run_op(ns, "search", args, print_sessions if ns.group == "session" else print_hits)
+    printer = print_sessions if ns.group == "session" else print_hits
+
+    def show(result: SearchResult, out: SafeText) -> None:
+        empty = not result.hits and not result.sessions and not result.offset
+        elsewhere = widened(ns, "search", elsewhere_args(args)) if empty else None
+        printer(result, out, None, elsewhere)
+
+    return run_op(ns, "search", args, show)
