@@ -117,12 +117,14 @@ def rank_repairs(
     """The best `n` repairs of `word` among `vocabulary` (term -> document
     frequency), best first: within `repair_distance(word)`; terms in at
     least 2 documents before one-offs (often typos themselves), then the
-    closest, then the most frequent, then alphabetical. `known` gives
+    closest, then the most frequent, then alphabetical. Never a stop-word:
+    one edit from a short word (`thme`) it is in nearly every event, and
+    would bury the word meant (`theme`) or find everything. `known` gives
     distances already known (the spellings `edits1` made are 1 away)."""
     limit = repair_distance(word)
     ranked: list[tuple[bool, int, int, str]] = []
     for term, df in vocabulary.items():
-        if df <= 0 or term == word:
+        if df <= 0 or term == word or term in STOP_WORDS:
             continue
         d = (known or {}).get(term)
         if d is None:
