@@ -332,3 +332,65 @@ def test_a_default_scope_for_the_command_line_only(ids_world):
     config.write_text('[cli]\nscope = "some"\n')
     bad = cli("search", "narwhal")
     assert bad.returncode == 2 and "scope under [cli]" in said_for_people(bad)
+
+
+# -- status counts that agree --------------------------------------------------------------------
+
+
+def test_status_counts_each_file_once_however_often_it_changes(world):
+    """A file appended to again and again (or read in slices) is one file that had new data."""
+    from helpers.world import Appender
+
+    append = Appender(world.root / "a" / "s-proj.jsonl", "s-proj", "s-proj-e1")
+    with world.client({"all": True}) as c:
+        for n in range(3):
+            (eid,) = append(f"pangolin {n}")
+            wait_for(lambda eid=eid: any(h.entry_id == eid for h in c.search("pangolin", limit=10).hits))
+        svc = c.status().service
+    assert svc.files_known == 6 and svc.files_ingested == 6 and svc.files_changed == 6, svc
+    out = world.cli("status")
+    assert "6 files known; 6 of 6 files had new data this run" in out.stdout, out.stdout
+
+
+def _status(**fields):
+    from piwatch.wire import (
+        BytesStatus,
+        DiagnosticCount,
+        DiagnosticItem,
+        DiagnosticsStatus,
+        ServiceStatus,
+        StatusResult,
+    )
+
+    diag = fields.pop("diagnostics", 0)
+    items = [
+        DiagnosticItem(path=f"/s/{i}.jsonl", byte_offset=i, code="lone-surrogate", message="x", repaired=True)
+        for i in range(diag)
+    ]
+    return StatusResult(
+        bytes=BytesStatus(files=13_900_000, ingested=13_900_000, backlog=0),
+        diagnostics=DiagnosticsStatus(
+            by_code={"lone-surrogate": DiagnosticCount(count=diag, repaired=diag)}, recent=items
+        )
+        if diag
+        else None,
+        service=ServiceStatus(phase="ingesting", backlog_bytes=21_200_000, **fields),
+    )
+
+
+def test_status_bytes_line_and_bar_agree():
+    from piwatch.commands.status import format_status
+
+    text = format_status(_status())
+    assert "13.9 MB ingested of 35.1 MB on disk (backlog 21.2 MB)" in text, text
+    assert "(13.9 MB of 35.1 MB)" in text, text
+
+
+@pytest.mark.parametrize(("count", "more"), [(5, None), (6, "… 1 more line"), (9, "… 4 more lines")])
+def test_status_says_how_many_skipped_lines_it_does_not_list(count, more):
+    from piwatch.commands.status import format_status
+
+    text = format_status(_status(diagnostics=count))
+    assert f"lone-surrogate {count}" in text
+    assert text.count("  repaired /s/") == 5
+    assert (more in text) if more else "more line" not in text, text
