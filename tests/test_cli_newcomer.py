@@ -139,7 +139,8 @@ def test_the_daemon_refuses_unknown_filter_values_for_every_caller(ids_world, na
         assert value in refused.value.message and valid in refused.value.message
         with pytest.raises(RequestFailed) as refused_follow:
             c.follow("walrus", filters={name: [value]})
-        assert refused_follow.value.code == "bad_request"
+        assert refused_follow.value.code == "bad_request" and valid in refused_follow.value.message
+        assert "$" not in refused.value.message + refused_follow.value.message
         assert c.search("walrus", filters={name: [valid]}) is not None  # a valid value is taken
 
 
