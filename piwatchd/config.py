@@ -14,6 +14,9 @@ Settings come from the environment and an optional TOML file at
     name = "acme-key"
     regex = "acme_[0-9a-f]{32}"
 
+The `[cli]` table is the command line's own (`scope`: its default scope,
+read by `piwatch.commands._common.default_scope`, never by the daemon).
+
 Environment overrides: `PIWATCH_DB`, `PIWATCH_EXTRA_SESSION_DIRS`, `PIWATCH_WORKSPACE_ROOTS`
 (both os.pathsep-separated), `PIWATCH_INGEST_WORKERS`.
 """
@@ -28,18 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+from piwatch.paths import config_path
 
 from .model.redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
 from .text.engine import DEFAULT_ENGINE, ENGINE_NAMES
 
 __all__ = ["Settings", "load_settings", "config_path", "resolve_db", "session_roots"]
-
-
-def config_path(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get("PIWATCH_CONFIG"):
-        return Path(env["PIWATCH_CONFIG"]).expanduser()
-    return Path(platformdirs.user_config_dir("piwatch")) / "config.toml"
 
 
 @dataclass(frozen=True, slots=True)

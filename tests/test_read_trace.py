@@ -236,7 +236,7 @@ def test_cli_read_and_trace(env, capsys):
     assert BIG[10:30] in capsys.readouterr().out
     assert main(["trace", SID, "E", "--db", str(env.db)]) == 0
     text = capsys.readouterr().out
-    assert "parent:   B" in text and "sibling:  C" in text and "(derived)" in text
+    assert "comes after B" in text and "beside      C" in text and "(another entry after the same one)" in text
     assert main(["trace", SID, "nope", "--db", str(env.db)]) == 1
     assert (
         main(
@@ -366,3 +366,39 @@ def test_append_to_long_session_updates_a_bounded_number_of_rows(short_tmp):
     conn.set_trace_callback(None)
     assert refresh_states(conn, "long-1").rows_updated == 0
     conn.close()
+
+
+def test_cli_trace_speaks_plain_words_and_json_keeps_the_contracts_terms(env, capsys):
+    """Issue 30: `trace` for people names no contract term (materialized leaf, tool-result-for,
+    branch and selection states, provenance) and prints no raw JSON; `--json` keeps them all."""
+    from piwatch.cli import main
+
+    expected = {
+        "C": ["the result of the tool call in entry B", "comes after B", "the session's file ends at entry X1"],
+        "B": [
+            "the result of its tool call is in entry C",
+            "read the file /work/proj/src/app.py (by read)",
+            "labelled by entry L3",
+        ],
+        "E": [
+            'labelled by entry L1 (as "first"; a later label replaced it)',
+            'labelled by entry L2 (as "second")',
+            "beside      C",
+        ],
+        "A": ["its place in the context is edited by entry X1 (removing it)", "removed from the context"],
+        "X1": ["edits the context at entry A (removing it)", "this is the last entry of the session's file"],
+        "D": ["on an abandoned branch", "towards the end of the file: the entry before it, C"],
+    }
+    jargon = ("materialized", "tool-result-for", "context-edit", "[selected", "[alternate", "derived", "[recorded", "{")
+    for entry, phrases in expected.items():
+        assert main(["trace", SID, entry, "--db", str(env.db)]) == 0
+        text = capsys.readouterr().out
+        assert all(p in text for p in phrases), (entry, text)
+        assert not [j for j in jargon if j in text], (entry, text)
+    assert main(["trace", SID, "C", "--db", str(env.db), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "materializedLeaf" in out and {r["kind"] for r in out["relationships"]} >= {"tool-result-for"}
+    assert out["node"]["branchState"] == "alternate" and {r["provenance"] for r in out["relationships"]} == {
+        "recorded",
+        "derived",
+    }

@@ -39,6 +39,7 @@ TEXTS = {
     "migrations": "two migrations were merged into one",
     "airflow": "granted the airflow-worker role read access",
     "queue": "the work queue drained by noon",
+    "theme": "switched the editor to a dark theme",
     # One event, two fragments: its text and its tool call.
     "spread": [
         {"type": "text", "text": "reran the flaky suite overnight"},
@@ -193,6 +194,17 @@ def test_a_misspelt_inflection_is_repaired_by_its_stem(served):
     assert [(x.word, x.replacement) for x in r.repairs] == [("uplaoding", "upload")]
     assert hits(r) == [("retry", "repaired"), ("retry_exact", "repaired")]
     assert r.hits[0].matched == ["uplaoding", "retried"]
+
+
+def test_a_repair_is_never_a_stop_word(served):
+    """`thme` is one edit from `the` (in nearly every event), `them` and `theme` (in one):
+    the repair is `theme`."""
+    r = served.search("thme")
+    if served.engine == "fts5":
+        assert hits(r) == [] and r.repairs == []
+        return
+    assert [(x.word, x.replacement) for x in r.repairs] == [("thme", "theme")]
+    assert hits(r) == [("theme", "repaired")]
 
 
 def test_a_compound_words_parts_match_by_derivations_in_the_partial_tier(served):

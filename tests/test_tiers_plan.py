@@ -241,3 +241,9 @@ def test_snippet_word_finder_is_the_regex(body, tokens):
     lo, hi = len(body) // 3, 2 * len(body) // 3
     # A window's words are words of the whole text (a cut word is not one).
     assert _whole_words(body, _lower(body), words, lo, hi) == [(s, e) for s, e in expected if lo <= s and e <= hi]
+
+
+def test_a_repair_is_never_a_stop_word():
+    assert rank_repairs("thme", {"the": 5000, "them": 40, "theme": 1}) == ["theme"]
+    assert rank_repairs("thsi", {"this": 900}) == []
+    assert choose_repair("thsi", {"this": 900, "thai": 2}) == "thai"

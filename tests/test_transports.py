@@ -62,14 +62,14 @@ def test_local_transport_applies_the_same_authorization(index_dir):
     index_dir.write("a.jsonl", jsonl(v3_header("s-a", "/work/proj"), msg("e", None, "user", "otter here")))
     index_dir.write(
         "b.jsonl",
-        jsonl(v3_header("s-b", "/work/other"), msg("e", None, "user", "otter there")),
+        jsonl(v3_header("s-other-b", "/work/other"), msg("e", None, "user", "otter there")),
         folder="--work-other--",
     )
     index_dir.index()
     with Client(transport=LocalTransport(index_dir.db), caller={"workspaceRoot": "/work/proj"}) as c:
         assert {h.session_id for h in c.search("otter").hits} == {"s-a"}
         with pytest.raises(NotFound):
-            c.read("s-b", "e")
+            c.read("s-other-b", "e")
         assert [s.session_id for s in c.sessions().sessions] == ["s-a"]
         assert c.status().sessions == 1
     with pytest.raises(PiwatchError, match="no index at"):

@@ -270,7 +270,7 @@ def test_typing_searches_scope_filters_preview_and_trace(world):
             assert app.hits and all(h.evidence.kind == "user.text" for h in app.hits)
             await pilot.press("down")
             await pilot.press("ctrl+t")
-            await _until(pilot, lambda: "materialized leaf" in app.preview_text)
+            await _until(pilot, lambda: "the session's file" in app.preview_text)  # the trace, in words
             await pilot.press("f1")
             assert "HelpScreen" in type(app.screen).__name__
             await pilot.press("escape")

@@ -76,7 +76,32 @@ def test_every_field_is_camel_case():
 def test_bad_args_are_bad_request_naming_the_field(op, args, field):
     with pytest.raises(ProtocolError) as err:
         wire.decode_args(op, args)
-    assert err.value.code == ErrorCode.BAD_REQUEST and field in err.value.message
+    # Named as a caller writes it (`limit`, `filters.sinceMs`), not as a JSON path.
+    assert err.value.code == ErrorCode.BAD_REQUEST and field.removeprefix("$.") in err.value.message
+    assert "$." not in err.value.message and "Expected `" not in err.value.message
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        ({"query": "x", "limit": 0}, "`limit` must be at least 1"),
+        ({"query": "x", "offset": 10_001}, "`offset` must be at most 10,000"),
+        ({"query": "x", "waitSeconds": -1}, "`waitSeconds` must be at least 0"),
+        ({"query": 1}, "`query` must be text, not a whole number"),
+        ({"query": "x", "filters": {"isError": "yes"}}, "`filters.isError` must be true or false or null, not text"),
+        ({"query": "x", "filters": {"cwd": "/" + "a" * 5000}}, "`filters.cwd` must be at most 4,096 characters long"),
+        ({"query": "x", "filters": {"tool": ["t"] * 101}}, "`filters.tool` must hold at most 100 values"),
+        ({"query": "x", "group": "z"}, "`group` has no value 'z'"),
+        ({"query": "x", "typo": 1}, "no field `typo`"),
+        ({"query": "x", "filters": {"typo": 1}}, "no field `typo` in `filters`"),
+        ({}, "`query` is required"),
+        ({"query": "x", "filters": {"role": ["nosuch"]}}, "`filters.role`: no such value 'nosuch'; one of: user,"),
+    ],
+)
+def test_bad_args_are_said_in_words(args, said):
+    with pytest.raises(ProtocolError) as err:
+        wire.decode_args("search", args)
+    assert err.value.message.startswith(f"bad search arguments: {said}"), err.value.message
 
 
 def test_good_args_decode_to_typed_structs():

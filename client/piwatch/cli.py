@@ -122,6 +122,7 @@ def _reader_gone() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .client import PiwatchError
+    from .commands._common import CommandFailed, failed
 
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`piwatch completion`); exits
@@ -139,9 +140,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _reader_gone()
-    except (FileNotFoundError, PiwatchError) as exc:
-        # Every client and api error carries its own advice; one line, exit 1.
+    except CommandFailed as exc:  # a command's own check (a bad default scope in config.toml)
         print(f"piwatch: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except PiwatchError as exc:
+        # Every client and api error carries its own advice; one line, in words (never the wire's code).
+        said = failed(exc)
+        print(f"piwatch: {said}", file=sys.stderr)
+        return said.exit_code
+    except FileNotFoundError as exc:
+        print(f"piwatch: {exc.filename or exc}: {exc.strerror or 'not found'}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

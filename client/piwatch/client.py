@@ -32,6 +32,7 @@ from .protocol import (
     send_frame,
 )
 from .transports import DaemonNotRunning, LocalTransport, PiwatchError, SocketTransport, Transport
+from .wire.problems import plain_problem
 
 __all__ = [
     "Client",
@@ -162,7 +163,7 @@ class Client:
         try:
             typed = msgspec.convert(filters or {}, wire.SearchFilters)
         except msgspec.ValidationError as exc:
-            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(str(exc))}") from None
+            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(plain_problem(str(exc)))}") from None
         args = wire.SearchArgs(
             query=query,
             filters=typed,
@@ -193,7 +194,7 @@ class Client:
         try:
             typed = msgspec.convert(filters or {}, wire.SearchFilters)
         except msgspec.ValidationError as exc:
-            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(str(exc))}") from None
+            raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(plain_problem(str(exc)))}") from None
         args = wire.FollowArgs(query=query, filters=typed, exact=exact, include_own_results=include_own_results)
         sock = self._transport.open_stream()
         message: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": "follow"}

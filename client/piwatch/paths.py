@@ -1,5 +1,6 @@
 """Where piwatchd listens: resolved the same way by the daemon, the Python
-client and the Pi extension (which mirrors this logic in TypeScript).
+client and the Pi extension (which mirrors this logic in TypeScript); and
+where piwatch's config.toml is.
 
 `PIWATCH_SOCKET` overrides everything. Otherwise the socket lives in the
 per-user runtime directory (`$XDG_RUNTIME_DIR/piwatch` on Linux), falling back
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["runtime_dir", "socket_path", "lock_path", "MAX_SOCKET_PATH"]
+__all__ = ["config_path", "runtime_dir", "socket_path", "lock_path", "MAX_SOCKET_PATH"]
 
 MAX_SOCKET_PATH = 100  # sun_path is 104 bytes on macOS, 108 on Linux
 SOCKET_NAME = "piwatchd.sock"
@@ -23,6 +24,14 @@ SOCKET_NAME = "piwatchd.sock"
 
 def _fits(path: Path) -> bool:
     return len(os.fsencode(str(path))) < MAX_SOCKET_PATH
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """piwatch's config.toml (the daemon's settings, and the command line's `[cli]` table)."""
+    env = os.environ if env is None else env
+    if env.get("PIWATCH_CONFIG"):
+        return Path(env["PIWATCH_CONFIG"]).expanduser()
+    return Path(platformdirs.user_config_dir("piwatch")) / "config.toml"
 
 
 def runtime_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -93,12 +93,15 @@ class SocketTransport:
         sock.settimeout(self.timeout)
         try:
             self._connect_retrying(sock)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
+        except FileNotFoundError:
             sock.close()
-            raise DaemonNotRunning(self.path, type(exc).__name__) from None
+            raise DaemonNotRunning(self.path, "no socket there") from None
+        except ConnectionRefusedError:
+            sock.close()
+            raise DaemonNotRunning(self.path, "nothing is listening on it") from None
         except OSError as exc:
             sock.close()
-            raise DaemonNotRunning(self.path, str(exc)) from None
+            raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from None
         return sock
 
     def _connect_retrying(self, sock: socket.socket) -> None:

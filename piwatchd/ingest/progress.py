@@ -14,7 +14,7 @@ from piwatch import wire
 from ..text.engine import Repaid
 from .ingestor import IngestOutcome
 
-__all__ = ["MAX_FILE_ERRORS", "count_file", "note_error", "note_repaid", "plus", "starting"]
+__all__ = ["MAX_FILE_ERRORS", "FilesThisRun", "count_file", "note_error", "note_repaid", "plus", "starting"]
 
 # The errors map keeps the most recent problems only: status stays small.
 MAX_FILE_ERRORS = 50
@@ -54,13 +54,24 @@ def note_error(progress: wire.ServiceStatus, path: str, message: str) -> None:
         errors.pop(next(iter(errors)))
 
 
-def count_file(progress: wire.ServiceStatus, outcome: IngestOutcome) -> None:
-    """What one file's ingest adds to the counts (errors are the caller's: it knows the key)."""
-    progress.files_ingested = plus(progress.files_ingested)
+class FilesThisRun:
+    """The distinct files ingested, and changed, since the service started: a file
+    read in several slices, or appended to a hundred times, is one file, so the
+    counts never exceed the files known. One entry per file, as the backlog's."""
+
+    def __init__(self) -> None:
+        self.ingested: set[str] = set()
+        self.changed: set[str] = set()
+
+
+def count_file(progress: wire.ServiceStatus, path: str, outcome: IngestOutcome, run: FilesThisRun) -> None:
+    """What one ingest of `path` adds to the counts (errors are the caller's: it knows the key)."""
+    run.ingested.add(path)
+    if outcome.change.value != "unchanged":
+        run.changed.add(path)
+    progress.files_ingested, progress.files_changed = len(run.ingested), len(run.changed)
     progress.bytes_ingested = plus(progress.bytes_ingested, outcome.bytes_read)
     progress.events_ingested = plus(progress.events_ingested, outcome.events)
-    if outcome.change.value != "unchanged":
-        progress.files_changed = plus(progress.files_changed)
 
 
 def note_repaid(progress: wire.ServiceStatus, repaid: Repaid, key: Callable[[str], str]) -> None:

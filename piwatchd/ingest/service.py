@@ -47,7 +47,7 @@ from .commits import CommitSignal
 from .health import IndexLost, IndexWatch, corrupt, lost, transient
 from .inbox import Inbox, Work
 from .ingestor import Ingestor, IngestOutcome
-from .progress import count_file, note_error, note_repaid, plus, starting
+from .progress import FilesThisRun, count_file, note_error, note_repaid, plus, starting
 from .retries import Retries, retry_delay
 from .scan import RemovalGuard, scan
 
@@ -108,6 +108,7 @@ class Service:
         self.ready = threading.Event()  # the write connection is open
         self.failed: BaseException | None = None
         self.progress = starting(index_problem)  # the wire's ServiceStatus, the one shape of progress
+        self._files_this_run = FilesThisRun()
         self._backlog = Backlog()  # what scans found, drained newest first
         self._retries = Retries()  # transient failures, retried with backoff
         self._guard = RemovalGuard(self.roots)
@@ -400,7 +401,7 @@ class Service:
             # The rest of a large file waits its turn in the backlog: hints for other files come first.
             self._backlog.add(path, _mtime(path))
         self._retries.succeeded(path, self._clock())
-        count_file(self.progress, outcome)
+        count_file(self.progress, path, outcome, self._files_this_run)
         self._rate.add(self._clock(), self.progress.bytes_ingested or 0)
         # What the scan queued, less what is done: the time left of a catch-up is this over the rate.
         self._backlog.read(path, outcome.bytes_read)

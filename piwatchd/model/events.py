@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from piwatch import wire
+
 __all__ = [
     "FragmentKind",
     "BranchState",
@@ -78,6 +80,16 @@ class SelectionState(str, Enum):
     NOT_SELECTED = "not-selected"
     NOT_APPLICABLE = "not-applicable"
     UNKNOWN = "unknown"
+
+
+# The wire states each vocabulary for the callers' filters (`wire.KINDS`, ...): the enums must hold the same.
+for _enum, _values in (
+    (FragmentKind, wire.KINDS),
+    (BranchState, wire.BRANCH_STATES),
+    (SelectionState, wire.SELECTION_STATES),
+):
+    if [m.value for m in _enum] != list(_values):  # pragma: no cover - found at import, as the api's op table
+        raise ImportError(f"piwatchd.model.events: {_enum.__name__} and the wire's values differ")
 
 
 class SourceFormat(str, Enum):

@@ -2,7 +2,8 @@
 
 `Api.handle(op, args, caller)` validates the args against the wire contract
 (`piwatch.wire`), resolves the caller's scope, computes the request's
-`Visibility` once, dispatches to `cmd_<op>` (each a typed operation of
+`Visibility` once, makes the session ids it names whole (a unique prefix
+names a session, as in git), dispatches to `cmd_<op>` (each a typed operation of
 `piwatchd.serve.ops`: `wire.<Op>Args` in, `wire.<Op>Result` out) and builds the
 envelope (freshness and warnings) from that same visibility, all inside one
 time budget. The ops are the wire contract's (`wire.OPS`), registered once;
@@ -35,7 +36,7 @@ from .auth import CallerScope, ScopeError, resolve_scope
 from .ops.follow import NewWords, QueryWords, events_after, follow_hits, newest_event
 from .ops.read import read
 from .ops.reindex import reindex
-from .ops.request import OpRequest, Slot, file_progress, no_slot
+from .ops.request import OpRequest, Slot, file_progress, no_slot, resolved
 from .ops.search import search
 from .ops.sessions import sessions
 from .ops.status import ServiceSnapshot, caller_backlog, catch_up_warnings, status, unready_status
@@ -138,9 +139,10 @@ class Api:
     def follow_scope(self, args: object, caller: object) -> tuple[wire.FollowArgs, CallerScope]:
         """Validate a follow's args and caller (raises ProtocolError as any request would)."""
         parsed = wire.decode_args("follow", args)
-        assert isinstance(parsed, wire.FollowArgs)
         scope = self._scope(caller)
-        Visibility(self._conn(), scope)  # the index is readable and the caller resolvable now
+        vis = Visibility(self._conn(), scope)  # the index is readable and the caller resolvable now
+        parsed = resolved(parsed, OpRequest(vis, time.monotonic() + self.request_budget, no_slot, self.query_timeout))
+        assert isinstance(parsed, wire.FollowArgs)
         # The query must be searchable at all: a bad one is refused here, not at the first commit.
         (answer,) = self.follow_round([(parsed, scope, [0])])
         if isinstance(answer, ProtocolError):
@@ -229,7 +231,7 @@ class Api:
 
     def _run(self, op: str, args: wire.Wire, req: OpRequest) -> wire.Wire:
         try:
-            result: wire.Wire = getattr(self, COMMANDS[op])(args, req)
+            result: wire.Wire = getattr(self, COMMANDS[op])(resolved(args, req), req)
             return result
         except sqlite3.DatabaseError as exc:
             # The index went away or broke under us (deleted, replaced, corrupt): the

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from piwatch import wire
 
-from ..store.catalog import SessionRow, child_sessions, session_rows
+from ..store.catalog import SessionRow, child_sessions, session_rows, sessions_with_prefix
 from ..store.ids import IN_IDS, KEY, id_list
 from ..text.search import iso_time
 from .auth import CallerScope
@@ -85,6 +85,13 @@ class Visibility:
         ids = list(dict.fromkeys(session_ids))
         self.load(ids)
         return {sid: row for sid in ids if (row := self.session(sid)) is not None}
+
+    def sessions_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to `limit` ids of visible sessions beginning with `prefix`, in id
+        order: only sessions the caller may see, so a prefix is never ambiguous
+        because of a hidden one."""
+        candidates = sessions_with_prefix(self.conn, prefix, self.scope.roots, limit + 1)  # + the own session
+        return list(self.sessions(candidates))[:limit]
 
     # -- the invocation cutoff -------------------------------------------------------
 

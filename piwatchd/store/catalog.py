@@ -15,7 +15,15 @@ from typing import Any
 from ..text.query import roots_clause
 from .ids import IN_IDS, id_list
 
-__all__ = ["SessionRow", "child_sessions", "list_sessions", "session_by_path", "session_row", "session_rows"]
+__all__ = [
+    "SessionRow",
+    "child_sessions",
+    "list_sessions",
+    "session_by_path",
+    "session_row",
+    "session_rows",
+    "sessions_with_prefix",
+]
 
 _COLUMNS = (
     "s.session_id, s.cwd, s.cwd_real, s.name, s.created, s.first_ms, s.last_ms, s.entry_count, s.parent_session,"
@@ -63,6 +71,19 @@ def session_rows(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[s
 def session_by_path(conn: sqlite3.Connection, path: str) -> SessionRow | None:
     rows = _rows(conn, "src.path = ?", (path,))
     return rows[0] if rows else None
+
+
+def sessions_with_prefix(conn: sqlite3.Connection, prefix: str, roots: tuple[str, ...] | None, limit: int) -> list[str]:
+    """Ids beginning with `prefix` of sessions whose cwd lies under `roots`
+    (every session when None), in id order, at most `limit`: a range of the
+    session id index (no id holds U+10FFFF right after a prefix)."""
+    where, params = ("1", []) if roots is None else roots_clause("cwd_real", roots)
+    rows = conn.execute(
+        f"SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ? AND {where}"
+        " ORDER BY session_id LIMIT ?",
+        (prefix, prefix + "\U0010ffff", *params, limit),
+    )
+    return [sid for (sid,) in rows if sid.startswith(prefix)]
 
 
 def child_sessions(

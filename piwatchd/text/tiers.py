@@ -135,9 +135,12 @@ def rank_repairs(
     """The best `n` repairs of `word` among `vocabulary` (term -> document
     frequency), best first: within `repair_distance(word)`; terms in at
     least 2 documents before one-offs (often typos themselves), then the
-    closest, then the most frequent, then alphabetical. `known` gives
+    closest, then the most frequent, then alphabetical. Never a stop-word:
+    one edit from a short word (`thme`) it is in nearly every event, and
+    would bury the word meant (`theme`) or find everything. `known` gives
     distances already known (`repair_candidates`)."""
-    near = repair_candidates(word, [t for t, df in vocabulary.items() if df > 0], known)
+    words = [t for t, df in vocabulary.items() if df > 0 and t not in STOP_WORDS]
+    near = repair_candidates(word, words, known)
     ranked = sorted((vocabulary[t] < 2, d, -vocabulary[t], t) for t, d in near.items())
     return [key[3] for key in ranked[:n]]
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, TextIO
 
 from ..colour import SafeText
-from ..wire import Neighbours, NodeSummary, ReadResult
-from ._common import add_colour_arg, add_scope_args, run_op
+from ..wire import (
+    MAX_INDEX,
+    MIN_ID_PREFIX,
+    NEIGHBOURS_MAX,
+    WINDOW_DEFAULT,
+    WINDOW_MAX,
+    Neighbours,
+    NodeSummary,
+    ReadResult,
+)
+from ._common import add_colour_arg, add_scope_args, run_op, whole
 
 __all__ = ["add_parser", "node_line", "print_read", "read_args", "run"]
 
@@ -15,13 +25,24 @@ __all__ = ["add_parser", "node_line", "print_read", "read_args", "run"]
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("read", help="read one event from its source file, with neighbours")
     p.set_defaults(run=run)
-    p.add_argument("session", metavar="SESSION", help="session id")
+    p.add_argument("session", metavar="SESSION", help=f"session id, or a unique prefix of {MIN_ID_PREFIX}+ characters")
     p.add_argument("entry", metavar="ENTRY", help="entry id")
     p.add_argument("--fragment", metavar="ID", help="page through this fragment (ids are shown by a plain read)")
-    p.add_argument("--offset", type=int, default=None, help="with --fragment: first character (default 0)")
-    p.add_argument("--length", type=int, default=None, help="with --fragment: characters to return (default 8000)")
-    p.add_argument("--before", type=int, default=0, help="neighbours before the event (0-50)")
-    p.add_argument("--after", type=int, default=0, help="neighbours after the event (0-50)")
+    p.add_argument(
+        "--offset", type=whole(0, MAX_INDEX), default=None, help="with --fragment: first character (default 0)"
+    )
+    p.add_argument(
+        "--length",
+        type=whole(1, WINDOW_MAX),
+        default=None,
+        help=f"with --fragment: characters to return, 1-{WINDOW_MAX:,} (default {WINDOW_DEFAULT:,})",
+    )
+    p.add_argument(
+        "--before", type=whole(0, NEIGHBOURS_MAX), default=0, help=f"neighbours before the event, 0-{NEIGHBOURS_MAX}"
+    )
+    p.add_argument(
+        "--after", type=whole(0, NEIGHBOURS_MAX), default=0, help=f"neighbours after the event, 0-{NEIGHBOURS_MAX}"
+    )
     p.add_argument(
         "--order",
         choices=("append", "branch"),
@@ -123,5 +144,12 @@ def print_read(r: ReadResult, out: TextIO | SafeText) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.fragment is None and (ns.offset is not None or ns.length is not None):
+        print(
+            "piwatch read: --offset and --length page through one fragment: add --fragment ID"
+            " (a plain read shows each fragment's id)",
+            file=sys.stderr,
+        )
+        return 2
     # Exit 3: the source changed since indexing, so the content could not be verified.
     return run_op(ns, "read", read_args(ns), print_read, lambda r: 0 if r.source.status == "verified" else 3)

@@ -10,10 +10,30 @@ from typing import Any, TextIO
 
 from ..colour import SafeText, highlight, use_colour, write_raw
 from ..timeparse import parse_time
-from ..wire import Hit, SearchResult
-from ._common import add_colour_arg, add_scope_args, run_op
+from ..wire import (
+    BRANCH_STATES,
+    ENTRY_TYPES,
+    KINDS,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    MIN_ID_PREFIX,
+    ROLES,
+    SELECTION_STATES,
+    Hit,
+    SearchResult,
+)
+from ._common import add_colour_arg, add_scope_args, run_op, whole, widened
 
-__all__ = ["add_parser", "run", "search_args", "print_hits", "print_sessions", "words_alone"]
+__all__ = [
+    "add_parser",
+    "elsewhere_args",
+    "elsewhere_count",
+    "run",
+    "search_args",
+    "print_hits",
+    "print_sessions",
+    "words_alone",
+]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,34 +62,46 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="print each new hit as its event is indexed, until interrupted (like tail -f); needs piwatchd",
     )
-    p_search.add_argument("--limit", type=int, default=20, help="hits to return (1-200, default 20)")
-    p_search.add_argument("--offset", type=int, default=0, help="skip this many hits (pagination)")
+    p_search.add_argument(
+        "--limit",
+        type=whole(1, MAX_LIMIT),
+        default=20,
+        help=f"hits (with --sessions: sessions) to return, 1-{MAX_LIMIT} (default 20)",
+    )
+    p_search.add_argument(
+        "--offset", type=whole(0, MAX_OFFSET), default=0, help=f"skip this many, 0-{MAX_OFFSET:,} (pagination)"
+    )
     _add_filter_args(p_search)
 
 
 def _add_filter_args(p_search: argparse.ArgumentParser) -> None:
     """Which events may match: session, place, type, time, error, tree state and file filters."""
-    p_search.add_argument("--session", action="append", metavar="ID", help="only this session id (repeatable)")
+    p_search.add_argument(
+        "--session",
+        action="append",
+        metavar="ID",
+        help=f"only this session: its id or a unique prefix of {MIN_ID_PREFIX}+ characters (repeatable)",
+    )
     p_search.add_argument("--cwd", metavar="PATH", help="only sessions whose recorded cwd is exactly PATH")
     p_search.add_argument("--under", metavar="PATH", help="only sessions whose cwd is PATH or below it")
-    p_search.add_argument("--type", action="append", metavar="TYPE", help="entry type: message, compaction, ...")
-    p_search.add_argument("--kind", action="append", metavar="KIND", help="semantic kind: user.text, tool.result, ...")
-    p_search.add_argument(
-        "--role", action="append", metavar="ROLE", help="message role: user, assistant, toolResult, ..."
+    _add_value_filter(p_search, "--type", "TYPE", ENTRY_TYPES, "entry type")
+    _add_value_filter(
+        p_search,
+        "--kind",
+        "KIND",
+        KINDS,
+        "kind of the matched text (bash.command is a command the user ran with ! in Pi;"
+        " the model's bash tool calls are tool.call with --tool bash)",
     )
+    _add_value_filter(p_search, "--role", "ROLE", ROLES, "message role")
     p_search.add_argument("--tool", action="append", metavar="NAME", help="tool name of a call or result")
     p_search.add_argument("--since", type=parse_time, metavar="TIME", help="not before TIME (7d, 12h, ISO date)")
     p_search.add_argument("--until", type=parse_time, metavar="TIME", help="before TIME")
     err = p_search.add_mutually_exclusive_group()
     err.add_argument("--errors", dest="is_error", action="store_const", const=True, help="only errors")
     err.add_argument("--no-errors", dest="is_error", action="store_const", const=False, help="exclude errors")
-    p_search.add_argument("--branch", action="append", metavar="STATE", help="selected | alternate | unknown")
-    p_search.add_argument(
-        "--selection",
-        action="append",
-        metavar="STATE",
-        help="direct | summarized | omitted | not-selected | not-applicable | unknown",
-    )
+    _add_value_filter(p_search, "--branch", "STATE", BRANCH_STATES, "branch state")
+    _add_value_filter(p_search, "--selection", "STATE", SELECTION_STATES, "selection state")
     p_search.add_argument(
         "--file",
         action="append",
@@ -81,6 +113,14 @@ def _add_filter_args(p_search: argparse.ArgumentParser) -> None:
         choices=("read", "changed", "any"),
         default=None,
         help="with --file: read, changed or any (default any)",
+    )
+
+
+def _add_value_filter(p: argparse.ArgumentParser, flag: str, metavar: str, values: tuple[str, ...], what: str) -> None:
+    """A repeatable filter with a closed vocabulary: another value is a usage error naming
+    them, and the shell completes them (argcomplete offers the choices)."""
+    p.add_argument(
+        flag, action="append", metavar=metavar, choices=values, help=f"{what}, repeatable: {', '.join(values)}"
     )
 
 
@@ -159,16 +199,42 @@ def _colour_of(out: TextIO | SafeText, colour: bool | None) -> bool:
     return out.colour if isinstance(out, SafeText) else use_colour("auto", out, os.environ)
 
 
-def print_hits(result: SearchResult, out: TextIO | SafeText, colour: bool | None = None) -> None:
+def elsewhere_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The search that counts what a project's search that found nothing would find in
+    the other projects (asked as caller all): the same query and filters, one page of
+    the most events a page holds. Only the local user's own CLI and TUI ask it."""
+    same = {k: v for k, v in args.items() if k not in ("waitSeconds", "group", "offset")}
+    return {**same, "limit": MAX_LIMIT}
+
+
+def elsewhere_count(result: SearchResult) -> str | None:
+    """How many hits the other projects hold (`elsewhere_args`' answer), in words; None for none."""
+    n, more = len(result.hits), result.has_more
+    return f"{n}{'+' if more else ''} hit{'' if n == 1 and not more else 's'} in other projects" if n else None
+
+
+def _no_hits(result: SearchResult, elsewhere: SearchResult | None) -> str:
+    roots = result.scope.roots if result.scope else None
+    if not roots:
+        return "no hits"
+    where = f"no hits in the sessions of {', '.join(roots)}"
+    if elsewhere is None:
+        return f"{where} (--all searches every project)"
+    count = elsewhere_count(elsewhere)
+    return f"{where}; {count}: add --all to see them" if count else f"{where}, nor in other projects"
+
+
+def print_hits(
+    result: SearchResult, out: TextIO | SafeText, colour: bool | None = None, elsewhere: SearchResult | None = None
+) -> None:
     """Hits as text; matches in colour when `colour` (default: `out`'s colour
     when it is a `SafeText`, else `--color auto` for `out`). Session text is
-    written escaped (`highlight`, `SafeText`)."""
+    written escaped (`highlight`, `SafeText`). An empty page of a project's
+    search says what `elsewhere` (the other projects' answer) holds."""
     colour = _colour_of(out, colour)
     hits = result.hits
     if not hits:
-        roots = result.scope.roots if result.scope else None
-        where = f" in the sessions of {', '.join(roots)} (--all searches every project)" if roots else ""
-        print(f"no hits{where}", file=out)
+        print(_no_hits(result, elsewhere), file=out)
         alone = words_alone(result)
         if alone:
             print(alone, file=out)
@@ -204,12 +270,14 @@ def _print_hit(lead: str, hit: Hit, out: TextIO | SafeText, colour: bool) -> Non
     write_raw(out, f"{pad}{highlight(hit.snippet, hit.spans, colour)}\n")
 
 
-def print_sessions(result: SearchResult, out: TextIO | SafeText, colour: bool | None = None) -> None:
+def print_sessions(
+    result: SearchResult, out: TextIO | SafeText, colour: bool | None = None, elsewhere: SearchResult | None = None
+) -> None:
     """Sessions as text (`--sessions`), each with its strongest event as evidence."""
     colour = _colour_of(out, colour)
     sessions = result.sessions or []
     if not sessions:
-        print_hits(result, out, colour)  # the same "no hits" line
+        print_hits(result, out, colour, elsewhere)  # the same "no hits" line
         return
     more = "+" if result.grouping_capped else ""
     repairs = _repairs_line(result)
@@ -237,7 +305,7 @@ def follow(ns: argparse.Namespace) -> int:
     from piwatch.wire import to_json
 
     from ..colour import visible_controls
-    from ._common import caller_from
+    from ._common import caller_from, failed
 
     if ns.db or ns.group == "session" or ns.offset:
         print("piwatch: --follow takes no --db, --sessions or --offset (it follows piwatchd live)", file=sys.stderr)
@@ -253,10 +321,13 @@ def follow(ns: argparse.Namespace) -> int:
             Client(ns.socket) as client,
             client.follow(args["query"], filters=args["filters"], caller=caller_from(ns)) as stream,
         ):
+            scope, elsewhere = _follow_scope(ns, args)
             print(
-                f"piwatch: following {args['query']!r}; new hits appear as they are indexed (Ctrl-C stops)",
+                f"piwatch: following {args['query']!r} in {scope}; new hits appear as they are indexed (Ctrl-C stops)",
                 file=sys.stderr,
             )
+            if elsewhere:
+                print(f"piwatch: no hits there yet; {elsewhere}: add --all to follow every project", file=sys.stderr)
             for hit in stream:
                 if ns.json:
                     print(to_json(hit, indent=None))
@@ -264,9 +335,31 @@ def follow(ns: argparse.Namespace) -> int:
                     _print_hit("", hit, out, out.colour)
                 sys.stdout.flush()
     except PiwatchError as exc:
-        print(f"piwatch: {visible_controls(str(exc))}", file=sys.stderr)
-        return 1
+        problem = failed(exc)
+        print(f"piwatch: {visible_controls(str(problem))}", file=sys.stderr)
+        return problem.exit_code
     return 0
+
+
+def _follow_scope(ns: argparse.Namespace, args: dict[str, Any]) -> tuple[str, str | None]:
+    """Where a follow looks, in words, and (when its project holds no hit yet) how many hits
+    the other projects hold: a follow of one project that matches only elsewhere would
+    otherwise wait in silence. Two searches of the words as written, as the follow matches."""
+    from ._common import CommandFailed, call, caller_from
+
+    if "all" in caller_from(ns):
+        return "every project", None
+    probe = {"query": args["query"], "filters": args["filters"], "exact": True}
+    try:
+        here: SearchResult = call(ns, "search", {**probe, "limit": 1}, quiet=True)[0]
+    except CommandFailed:
+        return "this project (--all follows every project)", None
+    roots = here.scope.roots if here.scope else None
+    scope = f"the sessions of {', '.join(roots or ['this project'])} (--all follows every project)"
+    if here.hits:
+        return scope, None
+    others = widened(ns, "search", elsewhere_args(probe))
+    return scope, None if others is None else elsewhere_count(others)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -275,4 +368,11 @@ def run(ns: argparse.Namespace) -> int:
     args = search_args(ns)
     if ns.wait:
         args["waitSeconds"] = ns.wait
-    return run_op(ns, "search", args, print_sessions if ns.group == "session" else print_hits)
+    printer = print_sessions if ns.group == "session" else print_hits
+
+    def show(result: SearchResult, out: SafeText) -> None:
+        empty = not result.hits and not result.sessions and not result.offset
+        elsewhere = widened(ns, "search", elsewhere_args(args)) if empty else None
+        printer(result, out, None, elsewhere)
+
+    return run_op(ns, "search", args, show)

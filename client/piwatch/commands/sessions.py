@@ -9,8 +9,8 @@ from typing import Any, TextIO
 
 from ..colour import SafeText
 from ..timeparse import parse_time
-from ..wire import SessionsResult
-from ._common import add_colour_arg, add_scope_args, run_op
+from ..wire import MAX_INDEX, MAX_SESSIONS_LIMIT, SessionsResult
+from ._common import add_colour_arg, add_scope_args, run_op, whole
 
 __all__ = ["add_parser", "run", "sessions_args", "print_sessions"]
 
@@ -20,8 +20,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "query", nargs="*", help="only sessions holding one of this search's best 1000 hits (search's query syntax)"
     )
-    p.add_argument("--limit", type=int, default=50, help="sessions to list (1-500, default 50)")
-    p.add_argument("--offset", type=int, default=0)
+    p.add_argument(
+        "--limit",
+        type=whole(1, MAX_SESSIONS_LIMIT),
+        default=50,
+        help=f"sessions to list, 1-{MAX_SESSIONS_LIMIT} (default 50)",
+    )
+    p.add_argument("--offset", type=whole(0, MAX_INDEX), default=0, help="skip this many sessions (pagination)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_colour_arg(p)
     add_scope_args(p)

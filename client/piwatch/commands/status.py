@@ -10,7 +10,9 @@ from ..colour import visible_controls
 from ..rates import format_duration, format_rate, refeed_words, time_left
 from ..wire import ScanInfo, ServiceStatus, StatusResult, to_builtins, to_json
 
-__all__ = ["add_parser", "run", "format_status", "run_summary"]
+__all__ = ["DIAGNOSTICS_SHOWN", "add_parser", "run", "format_status", "run_summary"]
+
+DIAGNOSTICS_SHOWN = 5  # skipped or repaired lines listed; the counts are of them all
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -85,9 +87,7 @@ def _service_lines(st: StatusResult, svc: ServiceStatus) -> list[str]:
     refeed = refeed_summary(svc)
     if refeed:
         out.append(f"  text     {refeed}")
-    # Files the index has not met yet are in the service's backlog only, not in the index's bytes.
-    indexed = st.bytes.ingested if st.bytes is not None else 0
-    backlog = max(st.bytes.backlog if st.bytes is not None else 0, svc.backlog_bytes or 0)
+    indexed, backlog = _bytes(st)
     if backlog > 0:
         rate = svc.rate_bytes_per_s
         pace = f", {format_rate(rate)}, {format_duration(time_left(backlog, rate))} left"
@@ -97,6 +97,14 @@ def _service_lines(st: StatusResult, svc: ServiceStatus) -> list[str]:
     out.extend(f"  warning  {w}" for w in svc.warnings)
     out.extend(f"  error    {path}: {err}" for path, err in list(svc.errors.items())[:10])
     return out
+
+
+def _bytes(st: StatusResult) -> tuple[int, int]:
+    """(bytes ingested, bytes still to read), the one reckoning of the bytes line and the bar.
+    Files the index has not met yet are in the service's backlog only, not in the index's bytes."""
+    indexed = st.bytes.ingested if st.bytes is not None else 0
+    backlog = max(st.bytes.backlog if st.bytes is not None else 0, (st.service and st.service.backlog_bytes) or 0)
+    return indexed, backlog
 
 
 def _index_lines(st: StatusResult) -> list[str]:
@@ -111,16 +119,20 @@ def _index_lines(st: StatusResult) -> list[str]:
         out.extend(f"  {p.state:<11} {p.path}: {p.error}" for p in src.problems[:20])
     fragments = f", {st.fragments} fragments" if st.fragments is not None else ""
     out.append(f"index      {st.sessions} sessions, {st.events} events{fragments}")
-    b = st.bytes
-    if b is not None:
-        out.append(f"bytes      {_mb(b.ingested)} ingested of {_mb(b.files)} on disk (backlog {_mb(b.backlog)})")
+    if st.bytes is not None:
+        indexed, backlog = _bytes(st)
+        out.append(f"bytes      {_mb(indexed)} ingested of {_mb(indexed + backlog)} on disk (backlog {_mb(backlog)})")
     diag = st.diagnostics
     if diag is not None and diag.by_code:
         summary = ", ".join(f"{code} {d.count}" for code, d in diag.by_code.items())
         out.append(f"lines      skipped or repaired: {summary}")
-        for d in diag.recent[:5]:
+        shown = diag.recent[:DIAGNOSTICS_SHOWN]
+        for d in shown:
             verb = "repaired" if d.repaired else "skipped"
             out.append(f"  {verb} {d.path} @ byte {d.byte_offset}: {d.message}")
+        left = sum(d.count for d in diag.by_code.values()) - len(shown)
+        if left > 0:
+            out.append(f"  … {left} more line{'' if left == 1 else 's'} (--json lists the {len(diag.recent)} newest)")
     elif diag is not None:
         out.append("lines      none skipped or repaired")
     red = st.redactions
@@ -183,7 +195,7 @@ def run(ns: argparse.Namespace) -> int:
                 to_json({"running": False, "error": str(exc), "index": None if local is None else to_builtins(local)})
             )
         else:
-            print(f"piwatchd is not running ({exc})")
+            print(exc)  # says where it looked, why it is not running and how to start it
             if local is not None:
                 print("last recorded state of the index file:")
                 print(visible_controls(format_status(local)))

@@ -34,9 +34,11 @@ from .base import (
     MAX_QUOTE_CHARS,
     MAX_SESSIONS_LIMIT,
     MAX_WAIT_SECONDS,
+    MIN_ID_PREFIX,
     NEIGHBOURS_MAX,
     PATH_MAX,
     SESSIONS_QUERY_HITS,
+    WINDOW_DEFAULT,
     WINDOW_MAX,
     WORD_COUNT_MAX,
     WORD_COUNTS_MAX,
@@ -67,6 +69,12 @@ from .envelope import (
     SessionFreshness,
 )
 from .requests import (
+    BRANCH_STATES,
+    ENTRY_TYPES,
+    FILTER_VALUES,
+    KINDS,
+    ROLES,
+    SELECTION_STATES,
     Caller,
     FileMode,
     FollowArgs,
@@ -130,6 +138,12 @@ from .status import (
 )
 
 __all__ = [
+    "BRANCH_STATES",
+    "ENTRY_TYPES",
+    "FILTER_VALUES",
+    "KINDS",
+    "ROLES",
+    "SELECTION_STATES",
     "ARGS",
     "Alternative",
     "BytesStatus",
@@ -162,6 +176,7 @@ __all__ = [
     "MAX_FILTER_VALUES",
     "MAX_FOLLOWS_PER_CONNECTION",
     "MAX_ID_CHARS",
+    "MIN_ID_PREFIX",
     "MAX_INDEX",
     "MAX_LIMIT",
     "MAX_OFFSET",
@@ -212,6 +227,7 @@ __all__ = [
     "TraceResult",
     "UnfollowArgs",
     "UnfollowResult",
+    "WINDOW_DEFAULT",
     "WINDOW_MAX",
     "WORD_COUNTS_MAX",
     "WORD_COUNT_MAX",

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_FILTER_VALUES",
     "MAX_FOLLOWS_PER_CONNECTION",
     "MAX_ID_CHARS",
+    "MIN_ID_PREFIX",
     "MAX_INDEX",
     "MAX_LIMIT",
     "MAX_OFFSET",
@@ -28,6 +29,7 @@ __all__ = [
     "SESSIONS_QUERY_HITS",
     "WORD_COUNTS_MAX",
     "WORD_COUNT_MAX",
+    "WINDOW_DEFAULT",
     "WINDOW_MAX",
     "Wire",
     "clip",
@@ -50,6 +52,7 @@ WORD_COUNT_MAX = 20
 MAX_WAIT_SECONDS = 10.0
 NEIGHBOURS_MAX = 50
 WINDOW_MAX = 64_000
+WINDOW_DEFAULT = 8_000  # characters of a fragment window when the caller names no length
 # Offsets into text or lists: far beyond any real value, well inside SQLite's 64-bit integers.
 MAX_INDEX = 2**53
 # SQLite integers are 64-bit; a larger filter value would be an OverflowError.
@@ -62,6 +65,9 @@ MAX_QUOTE_CHARS = 200
 PATH_MAX = 4096  # bytes of one path, as Linux's PATH_MAX
 MAX_PATH_COMPONENTS = 128  # `/`-separated parts of one path (real ones have a few dozen)
 MAX_ID_CHARS = 1024  # a session, entry, fragment or tool-call id, a kind, role or tool name
+# A session may be named by a unique prefix of its id this long or longer (as git takes
+# a commit's): shorter, it would too often be ambiguous or name a session by accident.
+MIN_ID_PREFIX = 8
 MAX_EXTRA_ROOTS = 32  # a caller's extra authorization roots
 MAX_FILTER_VALUES = 100  # values of one list filter (session ids, files, kinds, ...)
 

@@ -14,6 +14,7 @@ from ..colour import UNSAFE
 from ..protocol import ErrorCode, ProtocolError
 from .base import Wire, clip, quote
 from .envelope import ErrorBody, Freshness, Notice, Response
+from .problems import plain_problem
 from .requests import (
     Caller,
     FollowArgs,
@@ -91,7 +92,7 @@ def _convert(value: Any, cls: type[T], what: str) -> T:
         return msgspec.convert({} if value is None else value, cls)
     except msgspec.ValidationError as exc:
         # msgspec's message names the field path (`$.filters.sinceMs`); values are not quoted.
-        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{what}: {clip(str(exc))}") from None
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{what}: {clip(plain_problem(str(exc)))}") from None
 
 
 def decode_args(op: str, args: Any) -> Wire:

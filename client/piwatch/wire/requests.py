@@ -14,6 +14,7 @@ from .base import (
     MAX_INDEX,
     MAX_LIMIT,
     MAX_OFFSET,
+    MAX_QUOTE_CHARS,
     MAX_SESSIONS_LIMIT,
     NEIGHBOURS_MAX,
     WINDOW_MAX,
@@ -23,9 +24,16 @@ from .base import (
     _Ids,
     _Path,
     _Strict,
+    quote,
 )
 
 __all__ = [
+    "BRANCH_STATES",
+    "ENTRY_TYPES",
+    "FILTER_VALUES",
+    "KINDS",
+    "ROLES",
+    "SELECTION_STATES",
     "Caller",
     "FileMode",
     "FollowArgs",
@@ -39,6 +47,75 @@ __all__ = [
     "TraceArgs",
     "UnfollowArgs",
 ]
+
+# -- the closed vocabularies of the filters -----------------------------------------
+# A filter value outside these finds nothing by construction: it is refused
+# with the valid values instead (piwatchd.model.events' enums hold the same).
+
+# Fragment kinds (docs/concepts.md): what a piece of searchable text is.
+KINDS = (
+    "user.text",
+    "assistant.text",
+    "tool.call",
+    "tool.result",
+    "bash.command",
+    "bash.output",
+    "summary.compaction",
+    "summary.branch",
+    "custom.message",
+    "session.name",
+)
+# The entry types Pi writes (and piwatch projects); the header (`session`) is no event.
+ENTRY_TYPES = (
+    "message",
+    "compaction",
+    "branch_summary",
+    "custom_message",
+    "custom",
+    "session_info",
+    "label",
+    "model_change",
+    "thinking_level_change",
+    "context_edit",
+    "usage",
+    "leaf",
+    "active_tools_change",
+)
+# The roles of Pi's messages (`hookMessage` is v2's name of `custom`).
+ROLES = (
+    "user",
+    "assistant",
+    "toolResult",
+    "bashExecution",
+    "custom",
+    "hookMessage",
+    "branchSummary",
+    "compactionSummary",
+    "system",
+    "developer",
+)
+BRANCH_STATES = ("selected", "alternate", "unknown")
+SELECTION_STATES = ("direct", "summarized", "omitted", "not-selected", "not-applicable", "unknown")
+# Each list filter with a closed vocabulary: its wire name and its values.
+FILTER_VALUES: dict[str, tuple[str, ...]] = {
+    "kind": KINDS,
+    "eventType": ENTRY_TYPES,
+    "role": ROLES,
+    "branchState": BRANCH_STATES,
+    "selectionState": SELECTION_STATES,
+}
+
+
+def _check_values(**given: list[str]) -> None:
+    """Raise ValueError (a bad_request naming the filter and its values) for a value outside its vocabulary."""
+    for name, values in given.items():
+        valid = FILTER_VALUES[name]
+        unknown = next((v for v in values if v not in valid), None)
+        if unknown is not None:
+            raise ValueError(
+                f"`{name}`: no such value {quote(unknown, MAX_QUOTE_CHARS // 4)}; one of: {', '.join(valid)}"
+            )
+
 
 # -- caller ------------------------------------------------------------------------
 
@@ -95,6 +172,13 @@ class SearchFilters(_Strict):
 
     def __post_init__(self) -> None:
         _check_paths(cwd=self.cwd, cwdUnder=self.cwd_under, files=self.files)
+        _check_values(
+            kind=self.kind,
+            eventType=self.event_type,
+            role=self.role,
+            branchState=self.branch_state,
+            selectionState=self.selection_state,
+        )
 
 
 class SearchArgs(_Strict):

@@ -55,7 +55,7 @@ class ServiceStatus(Wire):
     max_latency: float | None = None
     scan_interval: float | None = None
     files_known: int | None = None
-    files_ingested: int | None = None
+    files_ingested: int | None = None  # distinct files ingested (read or verified) this run
     files_changed: int | None = None  # of files_ingested, those with new bytes (the rest only verified)
     bytes_ingested: int | None = None
     events_ingested: int | None = None

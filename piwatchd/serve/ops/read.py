@@ -34,7 +34,7 @@ from .request import OpRequest, bad_request, not_found
 __all__ = ["PREVIEW_CHARS", "WINDOW_DEFAULT", "read", "read_source_line"]
 
 PREVIEW_CHARS = 2_000  # per fragment in a plain read
-WINDOW_DEFAULT = 8_000
+WINDOW_DEFAULT = wire.WINDOW_DEFAULT
 
 
 SourceStatus = Literal["verified", "changed", "missing", "unreadable"]

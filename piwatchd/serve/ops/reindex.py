@@ -8,7 +8,7 @@ from collections.abc import Callable
 from piwatch import wire
 from piwatch.protocol import ErrorCode, ProtocolError
 
-from .request import OpRequest, bad_request, not_found
+from .request import NO_SESSION_MESSAGE, OpRequest, bad_request, not_found
 
 __all__ = ["reindex"]
 
@@ -25,8 +25,8 @@ def reindex(
         request_reindex(None)
         return wire.ReindexResult(queued="all")
     row = req.vis.session(args.session_id)
-    if row is None:
-        raise not_found()
+    if row is None:  # made whole on the request path: gone since
+        raise not_found(NO_SESSION_MESSAGE)
     request_reindex(row.path)
     req.sessions = [args.session_id]
     return wire.ReindexResult(queued=args.session_id)

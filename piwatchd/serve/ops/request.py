@@ -6,6 +6,11 @@ server's request slot and the query time limit; an operation names the
 sessions its answer shows in `req.sessions` (the envelope reports their
 freshness). Errors are `ProtocolError`s: a hidden session or event gets
 exactly the error a missing one gets (`not_found()`).
+
+A session is named by its id or, as git names a commit, by a unique prefix of
+it (`wire.MIN_ID_PREFIX` characters or more): `resolved` turns the args' session
+ids into whole ones once, on the request path, among the sessions the caller
+may see only.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+import msgspec
 from piwatch import wire
 from piwatch.protocol import ErrorCode, ProtocolError
 
@@ -26,6 +32,7 @@ from ...text.search import QueryTimeout, time_limit
 from ..visibility import NOT_FOUND_MESSAGE, Visibility
 
 __all__ = [
+    "NO_SESSION_MESSAGE",
     "SHORT_VALUE_CHARS",
     "OpRequest",
     "Slot",
@@ -33,6 +40,7 @@ __all__ = [
     "file_progress",
     "no_slot",
     "not_found",
+    "resolved",
     "short",
 ]
 
@@ -42,6 +50,10 @@ Slot = Callable[..., contextlib.AbstractContextManager[None]]
 T = TypeVar("T")
 SHORT_VALUE_CHARS = 1000  # a recorded name or cwd in a listing; the full value is in the source file
 _TAIL_SCAN_MAX = 8 << 20  # bytes after the indexed end read to find a complete line
+# No message quotes the id asked for: a hidden session's answer is exactly a missing one's.
+NO_SESSION_MESSAGE = "no session with this id, or beginning with it, among the sessions this caller may see"
+SHORT_ID_MESSAGE = f"a session id is the whole id or a unique prefix of at least {wire.MIN_ID_PREFIX} characters"
+AMBIGUOUS_SHOWN = 5  # sessions an ambiguous prefix lists
 
 
 @contextlib.contextmanager
@@ -100,6 +112,32 @@ class OpRequest:
         if not self.vis.event_visible(session_id, entry_id):
             raise not_found()
 
+    def session_id(self, given: str, *, required: bool = True) -> str:
+        """The whole id of the visible session `given` names (its id, or a
+        unique prefix of at least MIN_ID_PREFIX characters). An ambiguous prefix
+        or a short id that names no session is a bad request; a prefix matching
+        no session is not found when `required`, else `given` is kept (a search
+        filter may name a session still to be indexed)."""
+        if self.vis.session(given) is not None:
+            return given
+        if len(given) < wire.MIN_ID_PREFIX:
+            if required:
+                raise bad_request(SHORT_ID_MESSAGE)
+            return given
+        matches = self.vis.sessions_with_prefix(given, AMBIGUOUS_SHOWN + 1)
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            more = "more than " if len(matches) > AMBIGUOUS_SHOWN else ""
+            shown = ", ".join(matches[:AMBIGUOUS_SHOWN]) + (", …" if more else "")
+            raise bad_request(
+                f"the session id prefix is ambiguous: {more}{min(len(matches), AMBIGUOUS_SHOWN)} sessions begin"
+                f" with it ({shown}); give more of the id"
+            )
+        if required:
+            raise not_found(NO_SESSION_MESSAGE)
+        return given
+
     def on_event(self, session_id: str, entry_id: str, body: Callable[[DbTreeView], T]) -> T:
         """`body` over the session's tree, within the request's limits, once the caller
         may see the event (read and trace); the answer names that session."""
@@ -108,6 +146,19 @@ class OpRequest:
             result = body(DbTreeView(self.vis.conn, session_id))
         self.sessions = [session_id]
         return result
+
+
+def resolved(args: wire.Wire, req: OpRequest) -> wire.Wire:
+    """`args` with each session id it names made whole (`OpRequest.session_id`):
+    read's, trace's and reindex's session, and a search's or follow's session filter."""
+    replace = msgspec.structs.replace
+    with req.limited(slot=False):
+        if isinstance(args, (wire.ReadArgs, wire.TraceArgs, wire.ReindexArgs)) and args.session_id is not None:
+            return replace(args, session_id=req.session_id(args.session_id))
+        if isinstance(args, (wire.SearchArgs, wire.FollowArgs)) and args.filters.session_id:
+            ids = [req.session_id(given, required=False) for given in args.filters.session_id]
+            return replace(args, filters=replace(args.filters, session_id=ids))
+    return args
 
 
 def file_progress(path: str, consumed: int) -> tuple[int | None, bool]:

@@ -19,7 +19,7 @@ from tantivy import Occur, Query
 
 from ..identifiers import identifier_parts
 from ..query import SearchFilters, Term
-from ..tiers import STOP_WORDS, edits1, edits1_changing_prefix, idf, rank_repairs, repair_distance
+from ..tiers import edits1, edits1_changing_prefix, idf, rank_repairs, repair_distance
 from .index import FORMS_FIELD, TantivyText, within_docs
 from .scope import Scope, scope_count, scope_docs, scope_vocabulary
 
@@ -331,13 +331,12 @@ def _stem_repairs(text: TantivyText, token: str, scope: Scope) -> list[str]:
     is close enough to the token itself, the right word's inflection being
     absent (the text says `laptop`). The repair is that stem, searched by
     its forms as any word, within the stem's `repair_distance`. Never a
-    stop-word (`with` for `piths`): a short stem is near many of them."""
+    stop-word (`with` for `piths`; `rank_repairs`): a short stem is near many of them."""
     stems = text.forms_analyzer.analyze(token)
     if len(stems) != 1 or stems[0] == token or not repair_distance(token):
         return []
     found, near = _vocabulary(text, stems[0], _STEM_VOCABULARY, scope)
-    found = {term: df for term, df in found.items() if term not in STOP_WORDS}
-    return rank_repairs(stems[0], found, MAX_REPAIR_OPTIONS, near)
+    return rank_repairs(stems[0], found, MAX_REPAIR_OPTIONS, near)  # never a stop-word
 
 
 def _spellings(text: TantivyText, term: Term, scope: Scope) -> list[str]:
