@@ -1025,3 +1025,22 @@ def test_enter_prints_the_selected_reference_on_stdout_for_a_pipe(world):
 
     code, out, _ = _tui_in_a_terminal(world, b"\x11")  # ctrl+q: quit choosing nothing
     assert (code, out) == (130, b"")
+
+
+def test_the_default_scope_can_be_every_project(world):
+    # PIWATCH_SCOPE / [cli] scope = "all" (or `piwatch tui --all`) opens on every project;
+    # ctrl+o still switches back to this one.
+    from piwatch.commands._common import default_scope
+
+    assert default_scope({"PIWATCH_SCOPE": "all", "PIWATCH_CONFIG": "/nonexistent.toml"}) == "all"
+
+    async def go():
+        app = _app(world, all_projects=True)
+        async with app.run_test() as pilot:
+            await _search(pilot, app, "kraken")
+            assert "s-prefix" in {h.session_id for h in app.hits}
+            assert "scope: all projects" in app.scope_text
+            await pilot.press("ctrl+o")
+            await _until(pilot, lambda: "s-prefix" not in {h.session_id for h in app.hits})
+
+    _run(go())

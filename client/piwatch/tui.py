@@ -107,10 +107,12 @@ class SearchApp(App[str]):
         Binding("ctrl+q", "quit", "quit"),  # Textual's own, shown in the footer
     ]
 
-    def __init__(self, backend: Backend, *, cwd: str | None = None, status_every: float = 2.0) -> None:
+    def __init__(
+        self, backend: Backend, *, cwd: str | None = None, status_every: float = 2.0, all_projects: bool = False
+    ) -> None:
         super().__init__()
         self.backend = backend
-        self.state = ScreenState(cwd=cwd or os.getcwd())
+        self.state = ScreenState(cwd=cwd or os.getcwd(), all_projects=all_projects)
         self.searches = Latest()
         self.previews = Latest()
         self.hits: list[Any] = []
@@ -468,11 +470,11 @@ class SearchApp(App[str]):
         self.backend.close()
 
 
-def run(socket: str | None = None, db: str | None = None) -> int:
+def run(socket: str | None = None, db: str | None = None, *, all_projects: bool = False) -> int:
     """The screen, then the chosen "sessionId entryId" on stdout (exit 0), or
     nothing when quit without choosing (exit 130, as fzf). Textual draws on
     stderr, so `piwatch tui | xargs piwatch read` gets the id alone."""
-    chosen = SearchApp(Backend(socket, db)).run()
+    chosen = SearchApp(Backend(socket, db), all_projects=all_projects).run()
     if chosen is None:
         return 130
     print(chosen, file=sys.stdout, flush=True)  # after Textual gave stdout back
