@@ -234,7 +234,7 @@ def test_search_finds_this_project_and_never_the_other(world, agent_run):
     assert all(h["cwd"] == str(world.proj) for h in hits)
     text = res["content"][0]["text"]
     assert target["ids"]["result"] in text and f"«{WORD}»" in text and "Historical evidence" in text
-    assert not any(oid in text for oid in other_ids) and "vault" not in text
+    assert not any(oid[:13] in text for oid in other_ids) and "vault" not in text  # not even a short id
     # The running session is not searched unless asked for by id.
     assert out["sessionId"] not in {sid for sid, _ in found}
 
@@ -244,7 +244,10 @@ def test_read_and_trace_follow_a_hit(world, agent_run):
     read, trace = results["call_read_1"], results["call_trace_1"]
     assert read["isError"] is False and trace["isError"] is False, (read["content"], trace["content"])
     r = read["details"]["piwatch"]
-    assert r["op"] == "read" and r["args"]["sessionId"] == target["id"]
+    # The model took the ids from the search text: a short session id (a unique prefix) it names the session by.
+    short = r["args"]["sessionId"]
+    assert r["op"] == "read" and target["id"].startswith(short) and 8 <= len(short) < len(target["id"])
+    assert r["result"]["sessionId"] == target["id"]
     eid = r["args"]["entryId"]
     assert r["result"]["entryId"] == eid and eid in target["ids"].values()
     assert WORD in "".join(c["text"] for c in r["result"]["content"])
@@ -252,7 +255,8 @@ def test_read_and_trace_follow_a_hit(world, agent_run):
     assert len(nb["before"]) + len(nb["after"]) >= 1
     assert {sid for sid, _ in referenced(r["result"])} == {target["id"]}
     t = trace["details"]["piwatch"]
-    assert t["op"] == "trace" and t["args"] == {"sessionId": target["id"], "entryId": eid}
+    assert t["op"] == "trace" and t["args"] == {"sessionId": short, "entryId": eid}
+    assert t["result"]["sessionId"] == target["id"]
     assert t["result"]["node"]["entryId"] == eid
     assert {sid for sid, _ in referenced(t["result"])} == {target["id"]}
     assert f"entry {eid}" in trace["content"][0]["text"]

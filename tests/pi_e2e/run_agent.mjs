@@ -160,13 +160,16 @@ async function agent(opts) {
 
 	let session;
 	const call = (name, args, id) => ai.fauxAssistantMessage(ai.fauxToolCall(name, args, { id }), { stopReason: "toolUse" });
+	// As a model would: the ids come from the text it read ("3. 01a2382b-e458 9a04d661 · ..."), a
+	// short session id (a unique prefix) and the entry id, never from the structured details.
 	const target = () => {
 		const { message, piwatch } = lastPiwatch(session.messages, "event_search");
 		if (!piwatch) throw new Error(`event_search gave no piwatch result: ${JSON.stringify(message?.content)}`);
-		const hits = piwatch.result?.hits ?? [];
-		const hit = hits.find((h) => !expect || h.sessionId === expect) ?? hits[0];
-		if (!hit) throw new Error(`event_search found nothing: ${message.content?.[0]?.text}`);
-		return { sessionId: hit.sessionId, entryId: hit.entryId };
+		const text = message.content?.[0]?.text ?? "";
+		const shown = [...text.matchAll(/^\d+\. (\S+) (\S+) · /gm)].map((m) => ({ sessionId: m[1], entryId: m[2] }));
+		const hit = shown.find((h) => !expect || expect.startsWith(h.sessionId)) ?? shown[0];
+		if (!hit) throw new Error(`event_search found nothing: ${text}`);
+		return hit;
 	};
 	const script = [call("event_search", { query: word, limit: 20 }, "call_search_1")];
 	if (steps === "full") {
