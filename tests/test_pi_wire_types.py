@@ -166,3 +166,17 @@ def test_the_extension_type_checks_in_strict_mode():
 
     proc = subprocess.run(_tsc(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"tsc found type errors in client/pi-extension:\n{proc.stdout}{proc.stderr}"
+
+
+def test_the_tools_enums_are_the_wires_filter_values():
+    # The model is offered exactly the values the daemon accepts (any other is a bad request).
+    from piwatch.wire import FILTER_VALUES
+
+    text = (REPO / "client" / "pi-extension" / "tools.ts").read_text()
+
+    def ts_list(name: str) -> tuple[str, ...]:
+        body = re.search(rf"^const {name} = \[(.*?)\];", text, re.M | re.S).group(1)
+        return tuple(re.findall(r'"([^"]+)"', body))
+
+    names = {"kind": "KINDS", "role": "ROLES", "branchState": "BRANCH_STATES", "selectionState": "SELECTION_STATES"}
+    assert {k: ts_list(v) for k, v in names.items()} == {k: FILTER_VALUES[k] for k in names}

@@ -22,6 +22,7 @@ const KINDS = [
 	"custom.message",
 	"session.name",
 ];
+const ROLES = ["user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary", "system", "developer"];
 const BRANCH_STATES = ["selected", "alternate", "unknown"];
 const SELECTION_STATES = ["direct", "summarized", "omitted", "not-selected", "not-applicable", "unknown"];
 
@@ -70,7 +71,7 @@ export const SEARCH_SCHEMA = {
 		limit: { type: "integer", minimum: 1, maximum: MAX_HITS, description: `Hits to return (default ${DEFAULT_HITS}, at most ${MAX_HITS}).` },
 		offset: { type: "integer", minimum: 0, description: "Skip this many hits (paging)." },
 		kind: stringList("Only these kinds of evidence.", KINDS),
-		role: stringList("Only these message roles (user, assistant, toolResult, bashExecution, custom)."),
+		role: stringList("Only these message roles.", ROLES),
 		tool: stringList("Only calls/results of these tools (e.g. bash, edit, read)."),
 		sessionId: stringList("Only these sessions."),
 		since: { type: "string", description: "Only events at or after this time: ISO 8601 (2026-05-01, 2026-05-01T10:00Z) or relative (30m, 12h, 7d, 2w ago)." },
