@@ -30,7 +30,7 @@ from ..ingest.commits import CommitSignal
 from ..source.discovery import in_layout
 from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
-from ..text.engine import engine_of
+from ..text.engine import Analyzes, engine_of
 from .auth import CallerScope, ScopeError, resolve_scope
 from .ops.follow import NewWords, QueryWords, events_after, follow_hits, newest_event
 from .ops.read import read
@@ -158,7 +158,12 @@ class Api:
         engine = engine_of(conn)
         if self._follow_words.engine != engine.name:
             self._follow_words = QueryWords(engine.name)
-        new_words = NewWords(conn, lambda text: engine.words(conn, text), self._follow_words)
+
+        def words_of(text: str) -> list[str] | None:
+            # None: the engine does not say (FTS5 analyzes inside SQLite), the follow is searched
+            return engine.words(conn, text) if isinstance(engine, Analyzes) else None
+
+        new_words = NewWords(conn, words_of, self._follow_words)
         seen: dict[CallerScope, Visibility] = {}
         out: list[list[wire.Hit] | ProtocolError] = []
         for args, scope, events in asks:
