@@ -149,3 +149,31 @@ def test_the_seam_is_what_every_engine_does(tmp_path):
             assert all(hasattr(engine.open_writer(conn), m) for m in _members(TextWriter)), engine.name
         finally:
             conn.close()
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_a_repeated_entry_id_is_indexed_once_with_its_last_text(tmp_path, monkeypatch, name):
+    """The writer hands the engine each step of a batch in turn: an id repeated
+    within one batch and again in a later append replaces its text each time
+    (FTS5 deletes by trigger, so each step's rows must be indexed before the next)."""
+    monkeypatch.setenv("PIWATCH_ENGINE", name)
+    root = tmp_path / "sessions" / "--p--"
+    root.mkdir(parents=True)
+    db = tmp_path / "db.sqlite3"
+    path = root / "s.jsonl"
+    path.write_bytes(
+        jsonl(v3_header("s1", "/w/p"), msg("u", None, "user", "first otter"), msg("u", None, "user", "second heron"))
+    )
+    index_once(db, [str(tmp_path / "sessions")])
+    with open(path, "ab") as fh:
+        fh.write(jsonl(msg("u", None, "user", "third walrus")))
+    index_once(db, [str(tmp_path / "sessions")])
+    conn = open_reader(db)
+    try:
+        found = {w: len(search(conn, SearchRequest(w, limit=5)).hits) for w in ("otter", "heron", "walrus")}
+        assert found == {"otter": 0, "heron": 0, "walrus": 1}
+    finally:
+        conn.close()
+    if name == "fts5":  # raises on an index that lost track of its rows
+        with sqlite3.connect(db) as check:
+            check.execute("INSERT INTO fragments_fts(fragments_fts) VALUES ('integrity-check')")
