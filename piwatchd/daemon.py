@@ -226,7 +226,7 @@ class Daemon:
 
     def _build(self, index_problem: str | None) -> None:
         from .ingest.service import Service, ServiceConfig
-        from .serve.api import Api
+        from .serve.api import Api, Live
         from .serve.follow import FollowHub
         from .serve.server import Server
         from .source.watch import Watcher
@@ -244,21 +244,22 @@ class Daemon:
                 engine=self.settings.engine,
             ),
             self.inbox,
-            watch_status=self.watcher.status,
-            watch_warnings=lambda: self.watcher.warnings,
+            watch=self.watcher,
             index_problem=index_problem,
         )
         self.api = Api(
             self.db_path,
             configured_roots=self.settings.workspace_roots,
             session_roots=tuple(self.roots),
-            service_snapshot=self._snapshot,
-            mark_dirty=self.inbox.mark,
-            request_reindex=self.inbox.request_rebuild,
-            hello_info=self._hello,
-            streams=True,  # the server keeps follow subscriptions
-            commits=self.service.commits,
-            index_trouble=self.inbox.request_index_check,
+            live=Live(
+                service_snapshot=self._snapshot,
+                mark_dirty=self.inbox.mark,
+                request_reindex=self.inbox.request_rebuild,
+                hello_info=self._hello,
+                commits=self.service.commits,
+                index_trouble=self.inbox.request_index_check,
+                streams=True,  # the server keeps follow subscriptions
+            ),
             query_timeout=self.ns.query_timeout,
         )
         limits = ServerLimits()

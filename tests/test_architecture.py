@@ -297,3 +297,39 @@ def test_no_module_over_500_lines():
     for rel in sorted(MODULE_SIZE_EXEMPT):
         assert (REPO / rel).is_file(), f"{rel} is exempt from the size limit but does not exist"
     assert not problems, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(problems)
+
+
+# Functions of more than 6 parameters (self and cls aside) in piwatchd/: each
+# is a call nobody reads at a glance; group what belongs together (a typed
+# NamedTuple or dataclass) instead. Lower the ceiling as they go (issue 29: <= 3).
+MAX_PARAMS = 6
+MANY_PARAMS_CEILING = 8
+
+
+def many_params(source: str, limit: int = MAX_PARAMS) -> list[tuple[str, int]]:
+    """(function, parameters) of each function taking more than `limit`."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+            names += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+            if names[:1] in (["self"], ["cls"]):
+                names = names[1:]
+            if len(names) > limit:
+                out.append((node.name, len(names)))
+    return out
+
+
+def test_many_params_counts_past_self():
+    source = "class C:\n    def f(self, a, b, c, d, e, f): ...\n    def g(self, a, b, *, c, d, e, f, g): ...\n"
+    assert many_params(source) == [("g", 7)]
+
+
+def test_few_functions_take_more_than_6_parameters():
+    found = [
+        f"{path.relative_to(REPO).as_posix()}: {name} ({n})"
+        for path in sorted((REPO / "piwatchd").rglob("*.py"))
+        for name, n in many_params(path.read_text())
+    ]
+    assert len(found) <= MANY_PARAMS_CEILING, "functions of more than 6 parameters:\n" + "\n".join(found)

@@ -16,7 +16,7 @@ from conftest import jsonl, msg, v3_header
 from piwatch.wire import ServiceStatus
 
 from piwatchd.ingest.scan import index_once
-from piwatchd.serve.api import Api
+from piwatchd.serve.api import Api, Live
 from piwatchd.serve.ops.status import catch_up_warnings
 from piwatchd.serve.server import Server
 
@@ -65,7 +65,7 @@ def catching_up(short_tmp):
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(short_tmp / "sessions")])
     progress = {"phase": "ingesting", "startup_seconds": None, "files_known": 60, "backlog_files": 41}
-    api = Api(db, service_snapshot=lambda: ServiceStatus(**progress))
+    api = Api(db, live=Live(service_snapshot=lambda: ServiceStatus(**progress)))
     server = Server(short_tmp / "run" / "s.sock", api.handle, hello=api.hello, on_connection_end=api.readers.reset)
     server.start()
     yield server, proj, progress

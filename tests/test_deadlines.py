@@ -17,7 +17,7 @@ from piwatch.protocol import encode_frame
 
 from piwatchd.ingest.commits import CommitSignal
 from piwatchd.ingest.scan import index_once
-from piwatchd.serve.api import Api
+from piwatchd.serve.api import Api, Live
 from piwatchd.serve.server import Server, ServerLimits
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,7 +40,7 @@ def served(short_tmp):
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(root)])
     commits = CommitSignal()
-    api = Api(db, commits=commits, session_roots=(str(root),))
+    api = Api(db, live=Live(commits=commits), session_roots=(str(root),))
     server = Server(
         short_tmp / "run" / "s.sock", api.handle, hello=api.hello, limits=Limits(), on_connection_end=api.readers.reset
     )
@@ -145,7 +145,7 @@ def test_hundreds_of_slow_connections_do_not_lock_others_out(short_tmp):
 
 def test_every_request_has_a_budget(served):
     _server, proj, _root, db, path, commits = served
-    api = Api(db, commits=commits, request_budget=0.3)
+    api = Api(db, live=Live(commits=commits), request_budget=0.3)
     with open(path, "ab") as fh:
         fh.write(jsonl(msg("e2", "e0", "user", "walrus never ingested")))
     t = time.monotonic()

@@ -669,10 +669,10 @@ def test_catch_up_warning_tells_the_model_the_history_is_still_being_indexed(wor
     "no such event"."""
     from piwatch.wire import ServiceStatus, to_builtins
 
-    from piwatchd.serve.api import Api
+    from piwatchd.serve.api import Api, Live
 
     snapshot = {"phase": "ingesting", "files_known": 60, "backlog_files": 41, "startup_seconds": None}
-    api = Api(world.tmp / "index.sqlite3", service_snapshot=lambda: ServiceStatus(**snapshot))
+    api = Api(world.tmp / "index.sqlite3", live=Live(service_snapshot=lambda: ServiceStatus(**snapshot)))
     caller = {"cwd": str(world.proj)}
     b, sid = world.ids("branches"), world.seeded["sessions"]["branches"]["id"]
     try:

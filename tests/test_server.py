@@ -16,7 +16,7 @@ from piwatch.client import Client, QueryError, RequestFailed
 from piwatch.protocol import encode_frame, recv_frame
 
 from piwatchd.ingest.scan import index_once
-from piwatchd.serve.api import Api
+from piwatchd.serve.api import Api, Live
 from piwatchd.serve.server import Server
 
 
@@ -67,7 +67,7 @@ def served(short_tmp):
     )
     db = short_tmp / "db.sqlite3"
     index_once(db, [str(root)])
-    api = Api(db, hello_info=lambda: {"version": "test"})
+    api = Api(db, live=Live(hello_info=lambda: {"version": "test"}))
     server = Server(short_tmp / "run" / "s.sock", api.handle, hello=api.hello, on_connection_end=api.readers.reset)
     server.start()
     yield server, proj, short_tmp

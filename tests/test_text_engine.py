@@ -14,7 +14,17 @@ from piwatchd.ingest.scan import index_once
 from piwatchd.store.indexfile import discard_index
 from piwatchd.store.schema import open_reader, open_writer
 from piwatchd.store.writer import IndexWriter
-from piwatchd.text.engine import DEFAULT_ENGINE, ENGINE_NAMES, engine_named, engine_of, index_engine
+from piwatchd.text.engine import (
+    DEFAULT_ENGINE,
+    ENGINE_NAMES,
+    TextEngine,
+    TextWriter,
+    all_engines,
+    engine_named,
+    engine_of,
+    index_bytes,
+    index_engine,
+)
 from piwatchd.text.query import SearchRequest
 from piwatchd.text.search import search
 
@@ -106,12 +116,12 @@ def test_tantivy_index_bytes_survive_files_vanishing(tmp_path, monkeypatch):
     """Tantivy deletes temporary and merged files while status lists them."""
     engine = engine_named("tantivy")
     db = tmp_path / "db.sqlite3"
-    assert engine.index_bytes(db) == 0  # no text index yet
+    assert index_bytes(engine, db) == 0  # no text index yet
     d = engine.side_paths(db)[0]
     d.mkdir()
     (d / "seg").write_bytes(b"x" * 10)
     (d / ".tmp").write_bytes(b"y" * 5)
-    assert engine.index_bytes(db) == 15
+    assert index_bytes(engine, db) == 15
     real_scandir = os.scandir
 
     def scandir_then_delete(path):
@@ -120,4 +130,50 @@ def test_tantivy_index_bytes_survive_files_vanishing(tmp_path, monkeypatch):
         return iter(entries)
 
     monkeypatch.setattr(os, "scandir", scandir_then_delete)
-    assert engine.index_bytes(db) == 10
+    assert index_bytes(engine, db) == 10
+
+
+def _members(protocol: type) -> set[str]:
+    return {n for n in [*vars(protocol), *protocol.__annotations__] if not n.startswith("_")}
+
+
+def test_the_seam_is_what_every_engine_does(tmp_path):
+    """The seam holds what both engines do, in at most 10 members; what only
+    one has is its own capability (`AfterCommitFeed`, `Tuned`, ...)."""
+    seam = _members(TextEngine) | _members(TextWriter)
+    assert len(seam) <= 10, sorted(seam)
+    for engine in all_engines():
+        assert all(hasattr(engine, m) for m in _members(TextEngine)), engine.name
+        conn = open_writer(tmp_path / f"{engine.name}.sqlite3", engine=engine.name)
+        try:
+            assert all(hasattr(engine.open_writer(conn), m) for m in _members(TextWriter)), engine.name
+        finally:
+            conn.close()
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_a_repeated_entry_id_is_indexed_once_with_its_last_text(tmp_path, monkeypatch, name):
+    """The writer hands the engine each step of a batch in turn: an id repeated
+    within one batch and again in a later append replaces its text each time
+    (FTS5 deletes by trigger, so each step's rows must be indexed before the next)."""
+    monkeypatch.setenv("PIWATCH_ENGINE", name)
+    root = tmp_path / "sessions" / "--p--"
+    root.mkdir(parents=True)
+    db = tmp_path / "db.sqlite3"
+    path = root / "s.jsonl"
+    path.write_bytes(
+        jsonl(v3_header("s1", "/w/p"), msg("u", None, "user", "first otter"), msg("u", None, "user", "second heron"))
+    )
+    index_once(db, [str(tmp_path / "sessions")])
+    with open(path, "ab") as fh:
+        fh.write(jsonl(msg("u", None, "user", "third walrus")))
+    index_once(db, [str(tmp_path / "sessions")])
+    conn = open_reader(db)
+    try:
+        found = {w: len(search(conn, SearchRequest(w, limit=5)).hits) for w in ("otter", "heron", "walrus")}
+        assert found == {"otter": 0, "heron": 0, "walrus": 1}
+    finally:
+        conn.close()
+    if name == "fts5":  # raises on an index that lost track of its rows
+        with sqlite3.connect(db) as check:
+            check.execute("INSERT INTO fragments_fts(fragments_fts) VALUES ('integrity-check')")

@@ -99,3 +99,19 @@ def test_a_broken_index_under_a_running_api_is_unavailable_not_internal(index_di
                 codes.append(exc.code)
         assert codes and set(codes) == {"unavailable"}
         assert c.status().ready is False
+
+
+def test_local_transport_greets_and_streams_as_the_transport_protocol_says(index_dir):
+    """A LocalTransport answers the greeting as piwatchd would, and its stream
+    (what a follow needs) says why there is none; the client asks no transport's type."""
+    index_dir.write("a.jsonl", jsonl(v3_header("s-a", "/work/proj"), msg("e", None, "user", "otter here")))
+    index_dir.index()
+    transport = LocalTransport(index_dir.db)
+    transport.greeting = {"v": 1, "id": 0, "op": "hello", "args": {"proto": -1}}
+    reply = transport.request({"v": 1, "id": 7, "op": "status", "args": {}, "caller": {"all": True}})
+    assert (reply["ok"], reply["id"], reply["error"]["code"]) == (False, 7, "unsupported_protocol")
+    transport.close()
+    with Client(transport=LocalTransport(index_dir.db), caller={"all": True}) as c:
+        assert c.status().sessions == 1  # the client's own greeting passes
+        with pytest.raises(PiwatchError, match="follow needs piwatchd running"):
+            c.follow("otter")

@@ -6,7 +6,8 @@
 
 The transport is a seam (as in httpx): `SocketTransport` talks to the daemon,
 `LocalTransport(db)` runs the same api on an index file in-process, and tests
-can pass any object with `request(message) -> response` and `close()`. The
+can pass any `Transport` (`greeting`, `request(message) -> response`,
+`open_stream()` for a follow, `close()`). The
 client owns the handshake, request ids and error mapping; results are the
 typed Structs of `piwatch.wire` (which also read like dicts by wire name).
 """
@@ -81,9 +82,8 @@ class Client:
         caller: dict[str, Any] | None = None,
     ) -> None:
         self._transport = transport or SocketTransport(socket_path, timeout)
-        if isinstance(self._transport, SocketTransport):
-            # Every new connection (the daemon closes idle and used-up ones) starts with this hello.
-            self._transport.greeting = {"v": PROTOCOL_VERSION, "id": 0, "op": "hello", "args": self._hello_args()}
+        # Every new connection (the daemon closes idle and used-up ones) starts with this hello.
+        self._transport.greeting = {"v": PROTOCOL_VERSION, "id": 0, "op": "hello", "args": self._hello_args()}
         self._ids = itertools.count(1)
         self._hello: wire.HelloResult | None = None
         self.caller = caller
@@ -189,8 +189,6 @@ class Client:
         """A standing query: iterate it for each new hit as its event is committed
         (blocks between hits, like `tail -f`); close it (or leave its `with`) to stop.
         Runs on a connection of its own; needs piwatchd (an index file does not change)."""
-        if not isinstance(self._transport, SocketTransport):
-            raise PiwatchError("follow needs piwatchd running: an index file alone never changes")
         try:
             typed = msgspec.convert(filters or {}, wire.SearchFilters)
         except msgspec.ValidationError as exc:

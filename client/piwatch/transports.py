@@ -1,7 +1,8 @@
 """How a `Client` reaches an `Api`: over piwatchd's socket, or in-process.
 
 A transport takes one request message (a map) and returns one response map,
-exactly as the socket carries them. `SocketTransport` talks to piwatchd and
+exactly as the socket carries them, and opens a stream of pushed frames
+(`follow`) where something can push them. `SocketTransport` talks to piwatchd and
 refuses a socket that another user could have planted (its directory must be
 ours and private, as the Pi extension checks). `LocalTransport` runs the
 daemon's own `piwatchd.serve.api.Api` on an index file, read-only: the CLI's
@@ -47,7 +48,16 @@ class DaemonNotRunning(PiwatchError):
 
 
 class Transport(Protocol):
+    # The hello (`Client` sets it) that comes before the first request a
+    # connection carries; a failed one answers that request.
+    greeting: dict[str, Any] | None
+
     def request(self, message: dict[str, Any]) -> dict[str, Any]: ...
+
+    def open_stream(self) -> socket.socket:
+        """A connection of its own, greeted, for a stream of pushed frames;
+        PiwatchError where nothing can push them."""
+        ...
 
     def close(self) -> None: ...
 
@@ -233,8 +243,19 @@ class LocalTransport:
         if not self.db.is_file():
             raise PiwatchError(f"no index at {self.db}: start piwatchd or run `piwatch index --once`")
         self.api = Api(self.db)
+        self.greeting: dict[str, Any] | None = None
+        self._greeted = False
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Answer as piwatchd would: the greeting first, as on a new connection."""
+        if self.greeting is not None and not self._greeted and message.get("op") != "hello":
+            reply = self._answer(self.greeting)
+            if reply.get("ok") is not True:
+                return {**reply, "id": message.get("id")}
+            self._greeted = True
+        return self._answer(message)
+
+    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         message = decode_body(encode_frame(message)[4:])
         op, req_id = message.get("op"), message.get("id")
         try:
@@ -248,5 +269,9 @@ class LocalTransport:
         decoded: dict[str, Any] = decode_body(encode_frame(response)[4:])
         return decoded
 
+    def open_stream(self) -> socket.socket:
+        raise PiwatchError("follow needs piwatchd running: an index file alone never changes")
+
     def close(self) -> None:
         self.api.readers.reset()
+        self._greeted = False

@@ -74,7 +74,6 @@ class Inbox:
         self._reconcile: list[str] = []
         self._rebuilds: list[str | None] = []
         self._index_check: str | None = None
-        self.events_seen = 0
         # Posts counted, and the count the last `take()` saw: a post that lands
         # while the ingest thread works (after its take, before its wait) finds
         # nobody waiting, so `wait()` must notice it by the count, not the notify.
@@ -86,7 +85,6 @@ class Inbox:
     def mark(self, path: str) -> None:
         now = self._clock()
         with self._cond:
-            self.events_seen += 1
             prev = self._marks.get(path)
             self._marks[path] = (prev[0] if prev else now, now)
             self._posted()

@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..model.events import Diagnostic, Entry, Header, excerpt
 from ..model.project import iso_to_ms
@@ -224,25 +225,11 @@ class Ingestor:
             assert previous_session is not None
             w.delete_session(previous_session)
         w.clear_diagnostics(source_id)
-        self._ingest_range(
-            fd, path, source_id, 0, obs, ParserState(), Window(), outcome, full=True, sliced=not replacing
-        )
+        src = _Source(fd, path, source_id, obs)
+        self._ingest_range(src, _At(0, ParserState(), Window()), outcome, full=True, sliced=not replacing)
 
-    def _ingest_range(
-        self,
-        fd: int,
-        path: str,
-        source_id: int,
-        start: int,
-        obs: Observation,
-        state: ParserState,
-        window: Window,
-        outcome: IngestOutcome,
-        *,
-        full: bool,
-        sliced: bool,
-    ) -> None:
-        """Ingest the complete lines of [start, obs.size) and save the
+    def _ingest_range(self, src: _Source, begin: _At, outcome: IngestOutcome, *, full: bool, sliced: bool) -> None:
+        """Ingest the complete lines of [begin.offset, obs.size) and save the
         checkpoint that proves them, inside the caller's transaction.
 
         `sliced`: stop after `slice_seconds` at a chunk boundary and say so
@@ -251,6 +238,8 @@ class Ingestor:
         are being replaced: a rebuild of a known session stays one transaction.
         """
         w = self.writer
+        fd, path, source_id, obs = src
+        start, state, window = begin
         tree = TreeBatch(w.conn, full=full)
         reads = read_chunks(fd, start, obs.size, PIPELINE_CHUNK, overlong_at=state.overlong_at)
         chunks = parsed_chunks(reads, state, self.rules)
@@ -285,20 +274,12 @@ class Ingestor:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()  # stops the prefetch thread when the slice ended early
-        self._finish_range(source_id, start, consumed, obs, state, window, tree, outcome)
+        self._finish_range(src, start, _At(consumed, state, window), tree, outcome)
 
-    def _finish_range(
-        self,
-        source_id: int,
-        start: int,
-        consumed: int,
-        obs: Observation,
-        state: ParserState,
-        window: Window,
-        tree: TreeBatch,
-        outcome: IngestOutcome,
-    ) -> None:
+    def _finish_range(self, src: _Source, start: int, end: _At, tree: TreeBatch, outcome: IngestOutcome) -> None:
         w = self.writer
+        source_id, obs = src.source_id, src.obs
+        consumed, state, window = end
         if state.header is None and consumed > 0:
             # Pi writes whole lines, so complete lines without a header are not
             # a session still being written.
@@ -359,18 +340,9 @@ class Ingestor:
             )
             try:
                 with self.writer.transaction():
-                    self._ingest_range(
-                        fd,
-                        path,
-                        record.source_id,
-                        cp.consumed,
-                        obs,
-                        record.parser_state,
-                        window,
-                        outcome,
-                        full=False,
-                        sliced=True,
-                    )
+                    src = _Source(fd, path, record.source_id, obs)
+                    begin = _At(cp.consumed, record.parser_state, window)
+                    self._ingest_range(src, begin, outcome, full=False, sliced=True)
             except UnsupportedSource as exc:
                 return self._fail(path, record, obs, Change.APPENDED, exc)
             except _DuplicateSession as dup:
@@ -400,6 +372,23 @@ def owner_rank(header_timestamp: str | None, path: str) -> tuple[int, float, str
     """
     ms = iso_to_ms(header_timestamp)
     return (0, ms, path) if ms is not None else (1, 0.0, path)
+
+
+class _Source(NamedTuple):
+    """The file being ingested: its open descriptor, path, source row and what was observed of it."""
+
+    fd: int
+    path: str
+    source_id: int
+    obs: Observation
+
+
+class _At(NamedTuple):
+    """A point in the file: its byte offset, the parser's state and the fingerprint window there."""
+
+    offset: int
+    state: ParserState
+    window: Window
 
 
 class _DuplicateSession(Exception):

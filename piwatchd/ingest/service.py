@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from msgspec import structs
@@ -82,14 +82,21 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
+class WatchReport(Protocol):
+    """What the file watcher tells status (`piwatchd.source.watch.Watcher`)."""
+
+    warnings: list[str]
+
+    def status(self) -> list[dict[str, Any]]: ...
+
+
 class Service:
     def __init__(
         self,
         config: ServiceConfig,
         inbox: Inbox | None = None,
         *,
-        watch_status: Callable[[], list[dict[str, Any]]] | None = None,
-        watch_warnings: Callable[[], list[str]] | None = None,
+        watch: WatchReport | None = None,
         clock: Callable[[], float] = time.monotonic,
         commits: CommitSignal | None = None,
         index_problem: str | None = None,
@@ -97,8 +104,7 @@ class Service:
         self.config = config
         self.roots = [os.path.normpath(r) for r in config.roots]
         self.inbox = inbox or Inbox(clock)
-        self._watch_status = watch_status
-        self._watch_warnings = watch_warnings
+        self._watch = watch
         # Readers waiting for freshness wake on this after each file's commit.
         self.commits = commits or CommitSignal()
         self._clock = clock
@@ -464,8 +470,8 @@ class Service:
             pid=os.getpid(),
             heartbeat_ms=int(time.time() * 1000),
             db=str(Path(self.config.db_path)),
-            roots=self._watch_status() if self._watch_status else [{"path": r} for r in self.roots],
-            warnings=[wire.clip(str(w)) for w in self._watch_warnings()] if self._watch_warnings else [],
+            roots=self._watch.status() if self._watch else [{"path": r} for r in self.roots],
+            warnings=[wire.clip(str(w)) for w in self._watch.warnings] if self._watch else [],
             settle=self.config.settle,
             max_latency=self.config.max_latency,
             scan_interval=self.config.scan_interval,

@@ -159,7 +159,6 @@ def yields_model_message(node: Node) -> bool:
 @dataclass(frozen=True, slots=True)
 class TreeState:
     leaf_id: str | None
-    leaf_known: bool
     path: tuple[str, ...]  # root -> materialized leaf
     branch: dict[str, BranchState]
     selection: dict[str, SelectionState]
@@ -246,7 +245,7 @@ def classify(nodes: Iterable[Node], last_id: str | None = None) -> TreeState:
     context, comp_idx = _context_range(by_id, path, selection)
     _mark_context(by_id, context, selection)
     _mark_summarized_branches(by_id, path, on_path, selection)
-    return TreeState(leaf_id, True, tuple(path), branch, selection, path[comp_idx] if comp_idx is not None else None)
+    return TreeState(leaf_id, tuple(path), branch, selection, path[comp_idx] if comp_idx is not None else None)
 
 
 def _unknown_state(by_id: Mapping[str, Node]) -> TreeState:
@@ -256,7 +255,7 @@ def _unknown_state(by_id: Mapping[str, Node]) -> TreeState:
     for eid, n in by_id.items():
         branch[eid] = BranchState.UNKNOWN
         selection[eid] = SelectionState.UNKNOWN if yields_model_message(n) else SelectionState.NOT_APPLICABLE
-    return TreeState(None, False, (), branch, selection)
+    return TreeState(None, (), branch, selection)
 
 
 def _context_range(

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from piwatch import wire
@@ -31,7 +31,7 @@ from ..ingest.commits import CommitSignal
 from ..source.discovery import in_layout
 from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
-from ..text.engine import engine_of
+from ..text.engine import Analyzes, engine_of
 from .auth import CallerScope, ScopeError, resolve_scope
 from .ops.follow import NewWords, QueryWords, events_after, follow_hits, newest_event
 from .ops.read import read
@@ -44,7 +44,7 @@ from .ops.trace import trace
 from .shown import Shown
 from .visibility import Visibility
 
-__all__ = ["REQUEST_BUDGET", "Api", "ReaderPool"]
+__all__ = ["REQUEST_BUDGET", "Api", "Live", "ReaderPool"]
 
 REQUEST_BUDGET = 10.0  # seconds for one request: waiting, ranking, snippets and the envelope
 FRESHNESS_SESSIONS = 50  # at most this many sessions' freshness per response
@@ -78,6 +78,22 @@ class ReaderPool:
             self._local.conn = None
 
 
+@dataclass(frozen=True, slots=True)
+class Live:
+    """What a running piwatchd gives its api; an api on an index file alone
+    (`LocalTransport`) has none of it: nothing changes under it."""
+
+    service_snapshot: ServiceSnapshot | None = None
+    mark_dirty: Callable[[str], None] | None = None
+    request_reindex: Callable[[str | None], None] | None = None
+    hello_info: Callable[[], Mapping[str, object]] | None = None
+    commits: CommitSignal | None = None
+    # Told when a query finds the index file damaged: the ingest thread verifies and rebuilds it.
+    index_trouble: Callable[[str], None] | None = None
+    # The socket server answers the connection ops (follow, unfollow) beside this api.
+    streams: bool = False
+
+
 class Api:
     """The dispatcher: `cmd_<op>` for each op of the wire contract."""
 
@@ -87,31 +103,23 @@ class Api:
         *,
         configured_roots: tuple[str, ...] = (),
         session_roots: tuple[str, ...] = (),
-        service_snapshot: ServiceSnapshot | None = None,
-        mark_dirty: Callable[[str], None] | None = None,
-        request_reindex: Callable[[str | None], None] | None = None,
-        hello_info: Callable[[], Mapping[str, object]] | None = None,
-        commits: CommitSignal | None = None,
-        index_trouble: Callable[[str], None] | None = None,
+        live: Live = Live(),
         query_timeout: float = 5.0,
         request_budget: float = REQUEST_BUDGET,
-        streams: bool = False,
     ) -> None:
         self.readers = ReaderPool(db_path)
         self.db_path = db_path
         self.configured_roots = configured_roots
         self.session_roots = session_roots
-        self.service_snapshot: ServiceSnapshot = service_snapshot or (lambda: None)
-        self.mark_dirty = mark_dirty or (lambda path: None)
-        self.request_reindex = request_reindex
-        self.hello_info = hello_info or dict
-        self.commits = commits
-        # Told when a query finds the index file damaged: the ingest thread verifies and rebuilds it.
-        self.index_trouble = index_trouble or (lambda reason: None)
+        self.service_snapshot: ServiceSnapshot = live.service_snapshot or (lambda: None)
+        self.mark_dirty = live.mark_dirty or (lambda path: None)
+        self.request_reindex = live.request_reindex
+        self.hello_info = live.hello_info or dict
+        self.commits = live.commits
+        self.index_trouble = live.index_trouble or (lambda reason: None)
         self.query_timeout = query_timeout
         self.request_budget = request_budget
-        # The socket server answers the connection ops (follow, unfollow) beside this api.
-        self.streams = streams
+        self.streams = live.streams
         self._follow_words = QueryWords()  # the follows' query words, analyzed once for every round
 
     # -- the operations: one line each, the op's module does the work ----------------------
@@ -160,7 +168,12 @@ class Api:
         engine = engine_of(conn)
         if self._follow_words.engine != engine.name:
             self._follow_words = QueryWords(engine.name)
-        new_words = NewWords(conn, lambda text: engine.words(conn, text), self._follow_words)
+
+        def words_of(text: str) -> list[str] | None:
+            # None: the engine does not say (FTS5 analyzes inside SQLite), the follow is searched
+            return engine.words(conn, text) if isinstance(engine, Analyzes) else None
+
+        new_words = NewWords(conn, words_of, self._follow_words)
         seen: dict[CallerScope, Visibility] = {}
         out: list[list[wire.Hit] | ProtocolError] = []
         for args, scope, events in asks:

@@ -22,7 +22,7 @@ import orjson
 from piwatch import wire
 
 from ..store.redaction import index_rules, redaction_totals
-from ..text.engine import engine_of
+from ..text.engine import engine_of, index_bytes
 from ..text.query import roots_clause
 
 __all__ = ["caller_files", "collect_status", "read_service_state", "STATES"]
@@ -130,7 +130,7 @@ def collect_status(
     scope = _scope(roots, exclude_sessions)
     counts = _counted(conn, scope, diagnostics_limit)
     db = Path(db_path)
-    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + engine_of(conn).index_bytes(db)
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()) + index_bytes(engine_of(conn), db)
     return wire.StatusResult(
         db=str(db) if roots is None else None,
         index_bytes=size if roots is None else 0,

@@ -126,7 +126,6 @@ class Watcher:
         self._watches: dict[str, _RootWatch] = {}
         self._lock = threading.Lock()
         self.warnings: list[str] = []
-        self.restarts = 0
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -162,7 +161,6 @@ class Watcher:
         with self._lock:
             if not self._observer.is_alive():
                 log.warning("watch observer stopped; restarting it")
-                self.restarts += 1
                 self._observer = Observer()
                 self._watches = {r: w for r, w in self._watches.items() if w.backend == "polling"}
                 for root in self.roots:

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from ..model.redact import Rules
-from ..text.engine import DEFAULT_ENGINE, all_engines, engine_named, engine_of, index_engine
+from ..text.engine import DEFAULT_ENGINE, OwesText, Tuned, all_engines, engine_named, engine_of, index_engine
 from .ids import id_list
 from .redaction import record_rules, stored_fingerprint
 
@@ -248,7 +248,8 @@ def owed_sql(session: str, *, suspects: bool = True) -> str:
 def owed_param(conn: sqlite3.Connection) -> str:
     """`owed_sql`'s parameter: the owed sessions this process searches anyway
     (the Tantivy writer's overlay holds their changes)."""
-    return id_list(engine_of(conn).searchable_owed(conn))
+    engine = engine_of(conn)
+    return id_list(engine.searchable_owed(conn) if isinstance(engine, OwesText) else ())  # FTS5 owes nothing
 
 
 def searchable_bytes(conn: sqlite3.Connection, path: str) -> int | None:
@@ -322,7 +323,9 @@ def open_writer(path: str | Path, rules: Rules | None = None, engine: str = DEFA
     ensure_schema(conn, rules, engine)
     # Keep the WAL file from staying at its high-water mark after a checkpoint.
     conn.execute("PRAGMA journal_size_limit = 16777216")
-    engine_named(engine).tune(conn)
+    text = engine_named(engine)
+    if isinstance(text, Tuned):
+        text.tune(conn)
     return conn
 
 

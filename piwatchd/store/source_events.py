@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..model.events import Entry, Event
@@ -42,22 +43,12 @@ def verified_line(fd: int, offset: int, length: int, fingerprint: str) -> bytes 
     return line
 
 
-def line_entry(
-    entry_id: str,
-    parent_id: str | None,
-    etype: str,
-    ordinal: int,
-    offset: int,
-    length: int,
-    fingerprint: str,
-    id_recorded: bool,
-    line: bytes,
-) -> Entry:
-    """The indexed entry rebuilt from its verified source line (`verified_line`),
-    ready for `project_entry`: the one re-projection, for snippets, re-feeds and `read`."""
-    value = decode_line(RawLine(offset, line)).value
-    data = value if isinstance(value, dict) else {}
-    return Entry(entry_id, parent_id, etype, ordinal, offset, length, fingerprint, data, bool(id_recorded))
+def line_entry(indexed: Entry, line: bytes) -> Entry:
+    """The indexed entry (its columns, no data) rebuilt from its verified source
+    line (`verified_line`), ready for `project_entry`: the one re-projection, for
+    snippets, re-feeds and `read`."""
+    value = decode_line(RawLine(indexed.byte_offset, line)).value
+    return replace(indexed, data=value if isinstance(value, dict) else {})
 
 
 # Re-projecting a hit costs a read, a JSON parse and the projection; searches
@@ -185,6 +176,7 @@ def _project_row(fd: int, row: tuple[Any, ...], state: tuple[Any, ...], projecti
     line = verified_line(fd, offset, length, fp)
     if line is None:
         return None
-    value = projection.project(sid, line_entry(eid, parent, etype, ordinal, offset, length, fp, id_recorded, line))
+    indexed = Entry(eid, parent, etype, ordinal, offset, length, fp, {}, bool(id_recorded))
+    value = projection.project(sid, line_entry(indexed, line))
     _remember(key, value, projection.size(value))
     return value

@@ -23,7 +23,7 @@ import orjson
 from ..model.events import Diagnostic, Event, Fragment, FragmentKind, Header, excerpt
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
-from ..text.engine import Repaid, RepayProgress, TextWriter, engine_of
+from ..text.engine import AfterCommitFeed, Repaid, RepayProgress, TextWriter, Written, engine_of
 from .ids import IN_IDS, id_list, session_key
 from .redaction import add_counts
 
@@ -116,11 +116,14 @@ class IndexWriter:
         # The engine that built this index, and its half of every write.
         self.engine = engine_of(conn)
         self.text: TextWriter = self.engine.open_writer(conn)
+        # An engine whose index lives outside SQLite deletes, commits and
+        # repairs after COMMIT; another's text commits with the rows.
+        self.feed = self.text if isinstance(self.text, AfterCommitFeed) else None
         self._analyzed_events: int | None = None  # events when the statistics were taken
 
     def flush_text(self, *, idle: bool = True) -> bool:
         """Make the text searchable when idle or due; True when something was committed."""
-        return self.text.flush(idle=idle)
+        return self.feed.flush(idle=idle) if self.feed else False
 
     def maintain_text(self) -> bool:
         """One bounded step of the engine's idle maintenance; True while there is more."""
@@ -128,14 +131,15 @@ class IndexWriter:
 
     def text_due(self) -> float | None:
         """Seconds until the engine has deferred work due (None: nothing deferred)."""
-        return self.text.due()
+        return self.feed.due() if self.feed else None
 
     def repay_text_debt(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
         """Re-feed sessions the text index may lag (after a crash); nothing when the engine keeps none."""
-        return self.text.repay(suspect=suspect, progress=progress)
+        return self.feed.repay(suspect=suspect, progress=progress) if self.feed else Repaid()
 
     def close(self) -> None:
-        self.text.close()
+        if self.feed:
+            self.feed.close()
         self.conn.close()
 
     def refresh_statistics(self, *, force: bool = False) -> bool:
@@ -173,10 +177,12 @@ class IndexWriter:
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")
-            self.text.ended(committed=False)
+            if self.feed:
+                self.feed.ended(committed=False)
             raise
         self.conn.execute("COMMIT")
-        self.text.ended(committed=True)
+        if self.feed:
+            self.feed.ended(committed=True)
 
     # -- sources -----------------------------------------------------------
 
@@ -315,7 +321,8 @@ class IndexWriter:
         return row[0] if row else None
 
     def delete_session(self, session_id: str) -> None:
-        self.text.delete_session(session_id)
+        if self.feed:
+            self.feed.delete_session(session_id)
         key = session_key(self.conn, session_id)
         if key is None:
             return
@@ -370,11 +377,8 @@ class IndexWriter:
             [(key, ev.entry_id, ev.ordinal, *_event_values(ev)) for ev in fresh],
         )
         rowids.update(self._event_rowids(key, [ev.entry_id for ev in fresh]))
-        fed = [(rowids[ev.entry_id], ev) for ev in fresh]
-        keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
-        self._insert_fragments([_fragment_row(rowid, f, keeps_text) for rowid, ev in fed for f in ev.fragments])
+        self._write_fragments(session_id, [(rowids[ev.entry_id], ev) for ev in fresh], [])
         diagnostics: list[Diagnostic] = []
-        replaced: list[int] = []
         for ev in repeats:
             event_rowid = rowids[ev.entry_id]
             conn.execute(
@@ -383,9 +387,7 @@ class IndexWriter:
                 (*_event_values(ev), event_rowid),
             )
             conn.execute("DELETE FROM fragments WHERE event_rowid=?", (event_rowid,))
-            self._insert_fragments([_fragment_row(event_rowid, f, keeps_text) for f in ev.fragments])
-            replaced.append(event_rowid)
-            fed.append((event_rowid, ev))
+            self._write_fragments(session_id, [(event_rowid, ev)], [event_rowid])
             diagnostics.append(
                 Diagnostic(
                     "duplicate-id",
@@ -393,7 +395,6 @@ class IndexWriter:
                     ev.byte_offset,
                 )
             )
-        self.text.add_events(session_id, fed, replaced)
         self._update_session(session_id, events, len(fresh))
         return diagnostics
 
@@ -433,16 +434,20 @@ class IndexWriter:
     def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
         """Branch/selection state of these (earlier) events changed: their
         text-index documents carry those filter values, so re-feed them."""
-        self.text.states_changed(session_id, entry_ids)
+        if self.feed:
+            self.feed.states_changed(session_id, entry_ids)
 
-    def _insert_fragments(self, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
+    def _write_fragments(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
+        """Insert the events' fragments, then hand the step to the text engine
+        (one step at a time: a later step of the batch may replace these rows)."""
+        keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
+        rows = [_fragment_row(rowid, f, keeps_text) for rowid, ev in events for f in ev.fragments]
         # AUTOINCREMENT: the new rows get rowids above every earlier one.
         before = self.conn.execute("SELECT coalesce(max(frag_rowid), 0) FROM fragments").fetchone()[0]
-        self.conn.executemany(
-            "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
-            " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
-            rows,
-        )
-        self.text.fragments_inserted(before)
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
+                " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+        self.text.add(Written(session_id, events, replaced, before))

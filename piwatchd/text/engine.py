@@ -6,13 +6,19 @@ httpx's transport is the model: a small protocol, two implementations
 chosen here, in one place (`engine_named`, `engine_of`). The read model, the
 writer, the service, status and the api ask the engine object:
 
-- schema: the DDL it adds to the read model (`schema_sql`), and whether
-  SQLite's `fragments` rows keep the text (`keeps_text`);
-- writing: `open_writer` gives the writer's half (`TextWriter`), which also
-  does idle maintenance and the repair after a crash (`repay`);
-- search: `ranked_page`, the ranked page of hits with raw marked snippets (a
-  retrieval tier is another method here, called by the search planner);
-- status: `index_bytes`, and `side_paths` (what a discarded index leaves).
+- schema: the DDL it adds to the read model (`schema_sql`, `tables`), and
+  whether SQLite's `fragments` rows keep the text (`keeps_text`);
+- writing: `open_writer` gives the writer's half (`TextWriter`: `add`, and
+  idle `maintain`);
+- search: `ranked_page`, the ranked page of hits with raw marked snippets;
+- size: `side_paths` (what a discarded index leaves; `index_bytes` sums them).
+
+What only one engine has is a capability of that engine, asked for with
+`isinstance` where it is used, never a no-op in the other: Tantivy's writer is
+an `AfterCommitFeed` (its own index fed after COMMIT: deletes, the RAM
+overlay's publishing, the deferred disk commit, the repair after a crash), and
+the engine `Analyzes` (a follow's words), `OwesText` (debt it can search
+anyway) and `counts_words`; FTS5 is `Tuned` (its write pragmas).
 
 `tests/test_engines.py` holds both engines to the same results.
 """
@@ -20,12 +26,13 @@ writer, the service, status and the api ask the engine object:
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ..model.events import Event
@@ -35,6 +42,12 @@ if TYPE_CHECKING:
 __all__ = [
     "TextEngine",
     "TextWriter",
+    "Written",
+    "AfterCommitFeed",
+    "Tuned",
+    "Analyzes",
+    "OwesText",
+    "index_bytes",
     "RankedPage",
     "Repaid",
     "RepayProgress",
@@ -71,19 +84,38 @@ class Repaid:
     quarantined: list[str] = field(default_factory=list)
 
 
-class TextWriter(Protocol):
-    """The engine's half of the one index writer (one write connection, one
-    thread). Hooks run inside the SQLite transaction unless said otherwise."""
+class Written(NamedTuple):
+    """One step of a session's write, inside its SQLite transaction: events
+    (rowid, projected event) whose fragments were just inserted (rowids above
+    `fragments_after`), and the event rowids whose old fragments they replace."""
 
-    def fragments_inserted(self, before: int) -> None:
-        """Rows with frag_rowid > `before` were just inserted."""
+    session_id: str
+    events: list[tuple[int, Event]]
+    replaced: list[int]
+    fragments_after: int
+
+
+class TextWriter(Protocol):
+    """What every engine's half of the one index writer does (one write
+    connection, one thread). Deleting and committing are SQLite's: an engine
+    that keeps its own index does them after COMMIT (`AfterCommitFeed`)."""
+
+    def add(self, written: Written) -> None:
+        """Index what was just written (inside the transaction)."""
         ...
+
+    def maintain(self) -> bool:
+        """One bounded step of idle maintenance; True while there is more to do."""
+        ...
+
+
+@runtime_checkable
+class AfterCommitFeed(Protocol):
+    """A writer whose index lives outside SQLite (Tantivy): it queues each
+    transaction's changes, applies them after COMMIT, makes them searchable
+    (RAM overlay, deferred disk commit) and repairs what a crash left unfed."""
 
     def delete_session(self, session_id: str) -> None: ...
-
-    def add_events(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
-        """Events (rowid, projected event) were written; `replaced` rowids lost their old fragments."""
-        ...
 
     def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
         """Branch/selection state of these earlier events changed (filter values)."""
@@ -97,11 +129,6 @@ class TextWriter(Protocol):
         """Make the text searchable when idle or due; True when something was committed."""
         ...
 
-    def maintain(self) -> bool:
-        """One bounded step of idle maintenance (a deferred commit included);
-        True while there is more to do."""
-        ...
-
     def due(self) -> float | None:
         """Seconds until `maintain` has deferred work due (the ingest thread
         wakes for it); None when nothing is deferred."""
@@ -113,26 +140,22 @@ class TextWriter(Protocol):
         after each session."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Commit what is queued and release the index."""
+        ...
 
 
 class TextEngine(Protocol):
+    """What every engine is: a schema, a writer, a ranked page, a size."""
+
     name: str
     # SQLite's `fragments` rows keep the text (snippets and previews can read
     # it there); otherwise they hold NULL and the text is re-projected from source.
     keeps_text: bool
-    # A query that finds nothing counts each of its words by itself
-    # (`SearchResult.words`): one ranked search per word, cheap only where
-    # ranking does not score every match of a common word.
-    counts_words: bool
     # Extra DDL in the read model's schema script (after the common tables),
     # and the tables it creates (dropped when the index is rebuilt).
     schema_sql: str
     tables: tuple[str, ...]
-
-    def tune(self, conn: sqlite3.Connection) -> None:
-        """Pragmas for the write connection."""
-        ...
 
     def open_writer(self, conn: sqlite3.Connection) -> TextWriter: ...
 
@@ -149,23 +172,56 @@ class TextEngine(Protocol):
         the first `limit`), and the repairs made."""
         ...
 
-    def index_bytes(self, db_path: Path) -> int:
-        """Bytes the engine keeps outside the SQLite file."""
+    def side_paths(self, db_path: Path) -> Sequence[Path]:
+        """Files or directories beside the SQLite file that belong to it (its size: `index_bytes`)."""
         ...
 
+
+# Capabilities only some engines have, each asked for where it is used.
+
+
+@runtime_checkable
+class Tuned(Protocol):
+    def tune(self, conn: sqlite3.Connection) -> None:
+        """Pragmas for the write connection."""
+        ...
+
+
+@runtime_checkable
+class Analyzes(Protocol):
+    def words(self, conn: sqlite3.Connection, text: str) -> list[str]:
+        """`text` as the index's words (what the exact tier looks up), for a
+        follow's cheap can-it-match check."""
+        ...
+
+
+@runtime_checkable
+class OwesText(Protocol):
     def searchable_owed(self, conn: sqlite3.Connection) -> frozenset[str]:
         """Sessions in `text_debt` (attempts 0) whose text this process can
         search anyway (changes not yet durable in the engine's own index)."""
         ...
 
-    def side_paths(self, db_path: Path) -> Sequence[Path]:
-        """Files or directories beside the SQLite file that belong to it."""
-        ...
 
-    def words(self, conn: sqlite3.Connection, text: str) -> list[str] | None:
-        """`text` as the index's words (what the exact tier looks up), for a
-        follow's cheap can-it-match check; None when the engine does not say."""
-        ...
+def index_bytes(engine: TextEngine, db_path: Path) -> int:
+    """Bytes the engine keeps beside the SQLite file: the files of its side
+    paths. An engine writes and deletes files while we list: one gone before
+    its stat counts 0."""
+    total = 0
+    for side in engine.side_paths(db_path):
+        try:
+            entries = list(os.scandir(side)) if side.is_dir() else [side]
+        except OSError:  # not there yet, or being rebuilt
+            continue
+        for entry in entries:
+            try:
+                if isinstance(entry, Path):
+                    total += entry.stat().st_size
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
 
 
 # The one registry: engine name -> module with an `ENGINE`. Imported on first

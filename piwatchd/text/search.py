@@ -71,7 +71,7 @@ def _word_counts(
     WORD_COUNTS_MAX words of WORD_COUNT_MAX + 1 events each. None for a query of fewer than 2 content words (its result
     is its word's count), and from an engine that does not count them."""
     words = content_terms(parse_query(request.query))
-    if len(words) < 2 or not engine.counts_words:
+    if len(words) < 2 or not getattr(engine, "counts_words", False):
         return None
     counts = []
     with time_limit(conn, timeout):

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from piwatch import wire
 
+from ...model.events import Entry
 from ...model.project import MAX_FRAGMENTS_PER_EVENT, project_entry
 from ...model.redact import NO_RULES
 from ...model.tree import branch_after, branch_before
@@ -270,7 +271,7 @@ def _content(
     locator: wire.Locator,
 ) -> None:
     """The event's fragments from its verified line, projected (and redacted) as the index did."""
-    entry = line_entry(
+    indexed = Entry(
         args.entry_id,
         row["parentId"],
         row["type"],
@@ -278,9 +279,10 @@ def _content(
         row["byteOffset"],
         row["byteLength"],
         row["fingerprint"],
-        row["idRecorded"],
-        line,
+        {},
+        bool(row["idRecorded"]),
     )
+    entry = line_entry(indexed, line)
     data = entry.data
     rules = NO_RULES if args.unredacted else index_rules(view.conn)
     fragments = project_entry(args.session_id, entry, rules, bounded=False).fragments

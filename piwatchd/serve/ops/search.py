@@ -24,7 +24,6 @@ from ...store.schema import searchable_bytes
 from ...text.query import QueryError, SearchFilters, SearchRequest
 from ...text.search import QueryTimeout, search as run_search
 from ..shown import Shown
-from ..visibility import Visibility
 from .request import OpRequest, bad_request, file_progress, short
 
 __all__ = ["HEAVY_ROWS", "heavy", "search", "search_request"]
@@ -57,7 +56,7 @@ def search(
         # Waiting holds no request slot; it wakes on each commit.
         own = (scope.current_file,) if targeted and scope.current_file else ()
         seconds = min(args.wait_seconds, wire.MAX_WAIT_SECONDS)
-        _wait_for(vis, args.filters.session_id, own, seconds, req, commits, mark_dirty)
+        _wait_for(req, args.filters.session_id, own, seconds, commits, mark_dirty)
         vis.refresh()
     with req.slot(req.deadline, heavy=heavy(args)) if slot else contextlib.nullcontext():
         exclude = (scope.current_session,) if scope.current_session and not (targeted and scope.cutoff_entry) else ()
@@ -88,16 +87,16 @@ def search(
 
 
 def _wait_for(
-    vis: Visibility,
+    req: OpRequest,
     session_ids: list[str],
     paths: tuple[str, ...],
     seconds: float,
-    req: OpRequest,
     commits: CommitSignal | None,
     mark_dirty: Callable[[str], None],
 ) -> None:
-    """Wait until the named visible sessions' files (and `paths`: the
-    caller's own file, which may not be indexed yet) are caught up."""
+    """Wait until the named sessions the request may see have their files (and
+    `paths`: the caller's own file, which may not be indexed yet) caught up."""
+    vis = req.vis
     deadline = min(time.monotonic() + seconds, req.deadline - 0.5)
     files = {row.path for row in vis.sessions(session_ids).values()} | set(paths)
     while files:

@@ -1,6 +1,6 @@
 """The FTS5 engine: the text lives in SQLite's `fragments` rows and enters
 `fragments_fts` in the same transaction; deletes follow by trigger and
-filters are SQL joins, so the writer's other hooks have nothing to do and a
+filters are SQL joins, so it needs none of Tantivy's after-commit feed and a
 crash leaves nothing to repair. Idle time merges FTS segments.
 """
 
@@ -10,8 +10,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...model.events import Event
-from ..engine import RankedPage, Repaid, RepayProgress
+from ..engine import RankedPage, Written
 from ..hits import Chooser
 from ..query import SearchRequest
 from . import search
@@ -47,31 +46,17 @@ class Fts5Writer:
         self.conn = conn
         self._unmerged = 0
 
-    def fragments_inserted(self, before: int) -> None:
-        # Rows enter the FTS index here, not by an insert trigger: passing
-        # large text through a trigger doubled ingest time.
+    def add(self, written: Written) -> None:
+        # Rows enter the FTS index here, in their transaction, not by an insert
+        # trigger: passing large text through a trigger doubled ingest time.
+        # Deletes follow by trigger, so a step's rows must enter before the next
+        # step can replace them.
         cur = self.conn.execute(
             "INSERT INTO fragments_fts(rowid, body, tail, meta)"
             " SELECT frag_rowid, body, tail, meta FROM fragments WHERE frag_rowid > ?",
-            (before,),
+            (written.fragments_after,),
         )
         self._unmerged += max(cur.rowcount, 0)
-
-    # The FTS index changes with the rows, in their transaction: nothing to queue.
-    def delete_session(self, session_id: str) -> None:
-        pass
-
-    def add_events(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
-        pass
-
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        pass
-
-    def ended(self, *, committed: bool) -> None:
-        pass
-
-    def flush(self, *, idle: bool) -> bool:
-        return False  # searchable at COMMIT
 
     def maintain(self) -> bool:
         """One bounded step of segment merging. Ingest runs with a lazy
@@ -93,21 +78,12 @@ class Fts5Writer:
             return False
         return True
 
-    def due(self) -> float | None:
-        return None  # nothing deferred: `maintain` runs when idle anyway
-
-    def repay(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
-        return Repaid()  # the text committed with its rows: nothing is owed
-
-    def close(self) -> None:
-        pass
-
 
 class Fts5Engine:
     name = "fts5"
     keeps_text = True
-    # bm25 scores every match: one common word costs hundreds of ms on 1 GB.
-    counts_words = False
+    # Not `counts_words`: bm25 scores every match, one common word costs
+    # hundreds of ms on 1 GB.
     schema_sql = _SCHEMA
     tables = ("fragments_fts",)
 
@@ -124,9 +100,6 @@ class Fts5Engine:
     def open_writer(self, conn: sqlite3.Connection) -> Fts5Writer:
         return Fts5Writer(conn)
 
-    def words(self, conn: sqlite3.Connection, text: str) -> list[str] | None:
-        return None  # FTS5's tokenizer runs inside SQLite: a follow always searches
-
     def ranked_page(
         self,
         conn: sqlite3.Connection,
@@ -137,14 +110,8 @@ class Fts5Engine:
     ) -> RankedPage:
         return RankedPage(*search.ranked_page(conn, request, need, deadline, chooser))
 
-    def searchable_owed(self, conn: sqlite3.Connection) -> frozenset[str]:
-        return frozenset()  # FTS5 owes nothing: its text commits with the rows
-
-    def index_bytes(self, db_path: Path) -> int:
-        return 0  # inside the SQLite file
-
     def side_paths(self, db_path: Path) -> Sequence[Path]:
-        return ()
+        return ()  # everything is inside the SQLite file
 
 
 ENGINE = Fts5Engine()

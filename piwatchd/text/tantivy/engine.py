@@ -6,7 +6,6 @@ the SQLite file (`<db>.tantivy/`), fed after each SQLite COMMIT
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,17 +23,14 @@ __all__ = ["ENGINE", "TantivyEngine"]
 class TantivyEngine:
     name = "tantivy"
     keeps_text = False
-    counts_words = True
+    counts_words = True  # its ranking does not score every match of a common word
     schema_sql = ""  # `text_debt` is in the common schema: freshness reads it whichever engine
     tables: tuple[str, ...] = ()
-
-    def tune(self, conn: sqlite3.Connection) -> None:
-        pass  # SQLite holds no text: its defaults serve
 
     def open_writer(self, conn: sqlite3.Connection) -> TextFeed:
         return TextFeed(conn)
 
-    def words(self, conn: sqlite3.Connection, text: str) -> list[str] | None:
+    def words(self, conn: sqlite3.Connection, text: str) -> list[str]:
         return text_reader(conn).tokens(text)  # the analyzer that indexed the text and analyzes queries
 
     def ranked_page(
@@ -49,22 +45,6 @@ class TantivyEngine:
 
     def searchable_owed(self, conn: sqlite3.Connection) -> frozenset[str]:
         return searchable_owed(conn)
-
-    def index_bytes(self, db_path: Path) -> int:
-        """The segment files' sizes. Tantivy writes and deletes temporary and
-        merged files while we list: a file gone before its stat counts 0."""
-        total = 0
-        try:
-            entries = list(os.scandir(text_dir(db_path)))
-        except OSError:  # no text index yet, or being rebuilt
-            return 0
-        for entry in entries:
-            try:
-                if entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
-        return total
 
     def side_paths(self, db_path: Path) -> Sequence[Path]:
         return (text_dir(db_path),)

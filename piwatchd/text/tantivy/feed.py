@@ -27,7 +27,7 @@ from ...model.events import Event, Fragment
 from ...store.evidence import event_files_sql
 from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
-from ..engine import Repaid, RepayProgress
+from ..engine import Repaid, RepayProgress, Written
 from .doc import EventFacts, TextDoc
 from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
 
@@ -106,9 +106,6 @@ class TextFeed:
 
     # -- queued inside the SQLite transaction ----------------------------------
 
-    def fragments_inserted(self, before: int) -> None:
-        pass  # their text reaches the text index after COMMIT (`add_events`)
-
     def _owe(self, session_id: str) -> None:
         assert self.text.overlay is not None
         self.text.overlay.changing(session_id)
@@ -121,7 +118,9 @@ class TextFeed:
         self._clear_attempts(session_id)  # rebuilt whole in this transaction: no longer a suspect
         self._ops.append(("delete_session", session_id))
 
-    def add_events(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
+    def add(self, written: Written) -> None:
+        """Queue the step's documents; they are built and fed after COMMIT."""
+        session_id, events, replaced, _ = written
         self._owe(session_id)
         if replaced:
             self._ops.append(("delete_events", replaced))
