@@ -33,6 +33,7 @@ from tantivy import Occur, Query, SchemaBuilder
 from ..query import SearchFilters, Term
 from .doc import FACETS, KEY_FIELDS, Clause, TextDoc, doc_json, event_fields, field_term, filter_clauses
 from .forms import Forms, analyzer
+from .memo import MEMO_MAX, lasts
 from .overlay import Overlay, View, masked, reload_after_commit
 
 __all__ = [
@@ -58,24 +59,6 @@ _ANALYZER = "folded"
 _FORMS = FORMS_FIELD = "forms"
 # Meta words (tool name, error, custom type) count less than the text itself, as in FTS5.
 META_WEIGHT = 0.25
-# Words' analyses and statistics remembered (`TantivyText.memo`), at most this many.
-MEMO_MAX = 4096
-# What a disk commit may change of a remembered value, by the kind its key
-# names first (`_lasts`). A word's analysis ("forms") reads the analyzers
-# only: no commit changes it. A count of the documents holding a word ("df")
-# moves by at most COUNT_FIELDS for each document added or deleted since (a
-# stem's count sums three fields); it is kept while that bound stays within
-# 1/COUNT_DRIFT of it, so a partial-tier weight (its IDF) moves by under
-# 0.04 and a word found stays found. A zero is never kept: the next commit
-# may hold the word (the bound says so), and whether a word has postings
-# decides its repairs.
-# Everything else (derivations and repairs: which words the term dictionary
-# lists) is computed again after any change, as is every count after a
-# reload of another process's commits (`refresh`: by how much is unknown).
-_ANALYSES = frozenset({"forms"})
-_COUNTS = frozenset({"df"})
-COUNT_FIELDS = 3
-COUNT_DRIFT = 32
 T = TypeVar("T")
 # A document found: (score, fragment rowid, event rowid, text length, event
 # time in ms or None); the length and time break score ties as SQLite's order does.
@@ -260,7 +243,7 @@ class TantivyText:
         churn, epoch = self.churn, self._epoch
         memo = self._memo
         entry = memo.get(key)
-        if entry is not None and _lasts(key[0], entry[0], churn - entry[1], epoch != entry[2]):
+        if entry is not None and lasts(key[0], entry[0], churn - entry[1], epoch != entry[2]):
             return entry[0]  # type: ignore[no-any-return]
         value = compute()
         if len(memo) >= MEMO_MAX:
@@ -401,19 +384,6 @@ class TantivyText:
 
 
 _NO_OVERLAY = View()
-
-
-def _lasts(kind: Hashable, value: Any, changed: int, reloaded: bool) -> bool:
-    """Whether a value `memo` remembered is still good after `changed`
-    documents were added or deleted (`reloaded`: by an unknown number);
-    the rule is MEMO_MAX's comment."""
-    if kind in _ANALYSES:
-        return True
-    if reloaded:
-        return False
-    if changed == 0:
-        return True
-    return kind in _COUNTS and type(value) is int and changed * COUNT_FIELDS * COUNT_DRIFT <= value
 
 
 # Up to this many events are matched as a union of their terms, more as a
