@@ -9,7 +9,8 @@ import pytest
 
 from piwatchd.text.query import Term
 from piwatchd.text.tantivy.doc import EventFacts, TextDoc
-from piwatchd.text.tantivy.index import COUNT_DRIFT, COUNT_FIELDS, TantivyText
+from piwatchd.text.tantivy.index import TantivyText
+from piwatchd.text.tantivy.memo import COUNT_DRIFT, COUNT_FIELDS
 from piwatchd.text.tantivy.tiers import has_postings, word_weights
 
 
