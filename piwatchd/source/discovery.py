@@ -73,7 +73,8 @@ def _settings_session_dir(agent: str, home: str) -> str | None:
 def _omp_profile(env: Mapping[str, str]) -> str | None:
     """omp's profile (`OMP_PROFILE`, else `PI_PROFILE`); "default" or blank is none.
     A name omp would refuse (a path, dots) is ignored, as omp then fails to start."""
-    value = (env.get("OMP_PROFILE") if env.get("OMP_PROFILE") is not None else env.get("PI_PROFILE") or "").strip()
+    chosen = env.get("OMP_PROFILE")
+    value = (chosen if chosen is not None else env.get("PI_PROFILE", "")).strip()
     if not value or value == "default" or value.endswith(".") or not _PROFILE.fullmatch(value):
         return None
     return value
