@@ -15,10 +15,10 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..model.events import Diagnostic, Entry, Header, excerpt
-from ..model.project import iso_to_ms
+from ..model.project import iso_to_ms, session_name
 from ..model.relations import MAX_PATHS_PER_EVENT
 from ..source.fingerprint import Window
 from ..source.parser import ParserState, UnsupportedSource
@@ -131,9 +131,26 @@ class Ingestor:
                 return IngestOutcome(path, Change.UNCHANGED, record.session_id, state=record.state, error=record.error)
         if change is Change.APPENDED and record is not None and record.parser_state is not None:
             return self._append(path, record, obs)
+        if change is Change.RETITLED and record is not None and record.checkpoint and record.state == "ok":
+            return self._retitle(path, record, record.checkpoint, obs)
         return self._rebuild(path, record, obs, change)
 
     # -- cases ---------------------------------------------------------------
+
+    def _retitle(self, path: str, record: SourceRecord, checkpoint: Checkpoint, obs: Observation) -> IngestOutcome:
+        """omp rewrote only its title slot: the session keeps its rows and is renamed."""
+        with self.writer.transaction():
+            self._name_from_slot(record.session_id, obs)
+            self.writer.save_checkpoint(
+                record.source_id, replace(checkpoint, mtime_ns=obs.mtime_ns), record.parser_state, record.session_id, 0
+            )
+        return IngestOutcome(path, Change.RETITLED, record.session_id)
+
+    def _name_from_slot(self, session_id: str | None, obs: Observation) -> None:
+        """omp's title slot names the session (the current title, set in place
+        after the rename's `title_change` entry)."""
+        if session_id and obs.title is not None:
+            self.writer.set_name(session_id, session_name(obs.title, self.rules))
 
     def _gone(self, path: str, record: SourceRecord | None) -> IngestOutcome:
         if record is None:
@@ -267,6 +284,8 @@ class Ingestor:
                 if header_before is None and state.header is not None:
                     self._claim_session(source_id, path, state.header)
                     w.upsert_session(source_id, state.header)
+                    if state.header.title is not None:
+                        w.set_name(state.header.session_id, session_name(state.header.title, self.rules))
                 if data is None:
                     window.skip(fd, offset, end)
                 else:
@@ -314,6 +333,7 @@ class Ingestor:
         # A slice that stopped early records the size it reached, so the next
         # observation sees the rest as an append.
         size = consumed if outcome.more else obs.size
+        self._name_from_slot(outcome.session_id, obs)
         checkpoint = Checkpoint(obs.dev, obs.ino, size, obs.mtime_ns, consumed, *window.hashes())
         w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
 
@@ -356,6 +376,7 @@ class Ingestor:
             window = Window(
                 os.pread(fd, cp.prefix_len, 0),
                 os.pread(fd, cp.tail_len, cp.consumed - cp.tail_len),
+                cp.consumed,
             )
             try:
                 with self.writer.transaction():

@@ -138,7 +138,8 @@ class Visibility:
         ).fetchone()
         named = self.conn.execute(
             "SELECT json_extract(meta, '$.name') FROM events"
-            f" WHERE session_key={KEY} AND ordinal < ? AND type='session_info' ORDER BY ordinal DESC LIMIT 1",
+            f" WHERE session_key={KEY} AND ordinal < ? AND type IN ('session_info', 'title_change')"
+            " ORDER BY ordinal DESC LIMIT 1",
             (session_id, cap),
         ).fetchone()
         return SessionView((named[0] or None) if named else None, first, last, count)

@@ -345,6 +345,10 @@ class IndexWriter:
             ),
         )
 
+    def set_name(self, session_id: str, name: str) -> None:
+        """The session's name (omp's title slot), already normalized and redacted."""
+        self.conn.execute("UPDATE sessions SET name=? WHERE session_id=?", (name or None, session_id))
+
     def insert_events(self, session_id: str, events: Iterable[Event]) -> list[Diagnostic]:
         """Insert events; a repeated entry id replaces the earlier content but
         keeps its append position (Pi's `byId` keeps the last occurrence).
@@ -419,7 +423,7 @@ class IndexWriter:
         for ev in events:
             for kind, n in ev.redactions:
                 redactions[kind] = redactions.get(kind, 0) + n
-            if ev.type == "session_info":
+            if ev.type in ("session_info", "title_change"):
                 name = ev.meta.get("name", "")
         self.conn.execute(
             "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"
