@@ -4,11 +4,13 @@ loses no event. Files are written in omp's documented format."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 
 import pytest
 from conftest import jsonl, v3_header
-from helpers.live import entry_ids, line, no_diagnostics, poll, q, search_cli
+from helpers.live import FOLDER, PIWATCH, entry_ids, line, no_diagnostics, poll, q, search_cli
 from helpers.omp import title_slot
 
 
@@ -62,4 +64,19 @@ def test_title_slot_rewritten_during_appends_renames_without_rebuild(live):
     assert q(live.db, "SELECT consumed, bytes_ingested FROM sources") == [(size, size)]
     assert no_diagnostics(live.db)
     assert search_cli(live.db, "word17") == [("s-1", "e17")]
+    # A Pi session beside it: each hit and session says which agent wrote it (Pi: no field, no mark).
+    (live.root / FOLDER / "pi.jsonl").write_bytes(jsonl(v3_header("s-2")) + line("p0", None, "alpha piper"))
+    poll(lambda: search_cli(live.db, "piper"), message="the Pi session")
+    hits = json.loads(_cli(live.db, "search", "--json", "alpha"))["hits"]
+    assert sorted((h["sessionId"], h.get("agent")) for h in hits) == [("s-1", "omp"), ("s-2", None)]
+    shown = _cli(live.db, "search", "alpha")
+    assert "/work/proj [omp]" in shown and shown.count("[omp]") == 1, shown
+    listed = _cli(live.db, "sessions", "--all")
+    assert listed.count("/work/proj [omp]  alone 24") == 1 and listed.count("[omp]") == 1, listed
     assert d.stop() == 0
+
+
+def _cli(db, command: str, *args: str) -> str:
+    out = subprocess.run([PIWATCH, command, "--db", str(db), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

@@ -209,6 +209,9 @@ class Visibility:
         are withheld from its hits and its session entry alike)."""
         grouped = result.sessions or []
         self.load([*(h.session_id for h in result.hits), *(s.session_id for s in grouped)])
+        for hit in (*result.hits, *(s.evidence for s in grouped)):
+            if (row := self._rows.get(hit.session_id)) is not None and row.agent == "omp":
+                hit.agent = "omp"
         if self.has_cutoff:
             for hit in (*result.hits, *(s.evidence for s in grouped)):
                 if self.cap(hit.session_id) is not None and (view := self.session_view(hit.session_id)):

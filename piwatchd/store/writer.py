@@ -326,12 +326,13 @@ class IndexWriter:
         self.conn.execute("DELETE FROM relationships WHERE session_key=?", (key,))
         self.conn.execute("DELETE FROM sessions WHERE session_key=?", (key,))
 
-    def upsert_session(self, source_id: int, header: Header) -> None:
+    def upsert_session(self, source_id: int, header: Header, agent: str = "pi") -> None:
         self.conn.execute(
-            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format, version)"
-            " VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET source_id=excluded.source_id,"
-            " cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real, created=excluded.created,"
-            " parent_session=excluded.parent_session, format=excluded.format, version=excluded.version",
+            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format,"
+            " version, agent) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET"
+            " source_id=excluded.source_id, cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real,"
+            " created=excluded.created, parent_session=excluded.parent_session, format=excluded.format,"
+            " version=excluded.version, agent=excluded.agent",
             (
                 header.session_id,
                 source_id,
@@ -342,6 +343,7 @@ class IndexWriter:
                 header.parent_session,
                 header.format.value,
                 header.version,
+                agent,
             ),
         )
 

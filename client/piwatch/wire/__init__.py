@@ -81,6 +81,7 @@ from .requests import (
     UnfollowArgs,
 )
 from .results import (
+    Agent,
     Alternative,
     ContentItem,
     EventInfo,
@@ -114,6 +115,7 @@ from .results import (
     TraceResult,
     UnfollowResult,
     WordCount,
+    agent_label,
 )
 from .status import (
     BytesStatus,
@@ -207,6 +209,8 @@ __all__ = [
     "StatusResult",
     "Target",
     "Tier",
+    "Agent",
+    "agent_label",
     "TowardLeaf",
     "TraceArgs",
     "TraceResult",
