@@ -41,3 +41,38 @@ def test_agent_and_name_of_a_session(index, short_tmp, slot, in_omp_root, agent,
     Ingestor(IndexWriter(index), omp_roots=[str(omp_root)]).ingest(str(path))
     index.commit()
     assert _session(index, "s-1") == (agent, name)
+
+
+NOTICE = "[Session persistence truncated large content]"
+BLOB = {"type": "image", "data": "blob:sha256:" + "0" * 64, "mimeType": "image/png"}
+READ_OMITS = [
+    (
+        "an image as a blob reference is an omitted image",
+        msg("a", None, "user", [{"type": "text", "text": "see"}, BLOB]),
+        [("message.content[1]", "image", "image/png", None)],
+    ),
+    (
+        "a text block omp truncated",
+        msg("a", None, "assistant", [{"type": "text", "text": "x" * 10 + NOTICE}]),
+        [("message.content[0].text", "truncated", None, None)],
+    ),
+    (
+        "a tool output omp truncated",
+        msg("a", None, "toolResult", "out" + NOTICE, toolCallId="c", toolName="bash"),
+        [("message.content", "truncated", None, None)],
+    ),
+    (
+        "session_init's prompt and task",
+        {"type": "session_init", "id": "a", "systemPrompt": "P", "task": "T", "tools": []},
+        [("systemPrompt", "prompt", None, None), ("task", "prompt", None, None)],
+    ),
+    ("an untruncated text", msg("a", None, "user", "plain [Session text]"), []),
+]
+
+
+@pytest.mark.parametrize("name, data, expected", READ_OMITS, ids=[c[0] for c in READ_OMITS])
+def test_read_says_what_omp_left_out(name, data, expected):
+    from piwatchd.serve.ops.read import omitted_fields
+
+    got = [(o.field, o.kind, o.mime_type, o.base64_chars) for o in omitted_fields(data)]
+    assert got == expected

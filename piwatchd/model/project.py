@@ -276,7 +276,20 @@ def _message_fragments(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]
 
 
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage"})
-_CONTROL_TYPES = frozenset({"model_change", "thinking_level_change", "context_edit", "leaf", "active_tools_change"})
+_CONTROL_TYPES = frozenset(
+    {
+        "model_change",
+        "thinking_level_change",
+        "context_edit",
+        "leaf",
+        "active_tools_change",
+        # oh-my-pi's
+        "mode_change",
+        "reset_boundary",
+        "ttsr_injection",
+        "service_tier_change",
+    }
+)
 
 
 def context_role_of(entry_type: str, role: str | None) -> ContextRole:
