@@ -36,7 +36,7 @@ from piwatch.paths import config_path
 from .model.redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
 from .text.engine import DEFAULT_ENGINE, ENGINE_NAMES
 
-__all__ = ["Settings", "load_settings", "config_path", "resolve_db", "session_roots"]
+__all__ = ["Settings", "load_settings", "config_path", "resolve_db", "omp_roots", "session_roots"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +118,13 @@ def session_roots(sessions: Iterable[str] | None, settings: Settings | None = No
     from .source.discovery import discover_roots
 
     return [r.path for r in discover_roots(extra=(settings or load_settings()).extra_session_dirs)]
+
+
+def omp_roots(sessions: Iterable[str] | None) -> list[str]:
+    """The discovered roots omp writes to; none when `--sessions` names the
+    roots (a session there is omp's when it begins with omp's title slot)."""
+    if sessions:
+        return []
+    from .source.discovery import discover_roots
+
+    return [r.path for r in discover_roots() if r.agent == "omp"]

@@ -145,13 +145,14 @@ class Daemon:
     def __init__(self, ns: argparse.Namespace, stop: threading.Event | None = None, inbox: Inbox | None = None):
         from piwatch.paths import lock_path, socket_path
 
-        from .config import load_settings, resolve_db, session_roots
+        from .config import load_settings, omp_roots, resolve_db, session_roots
 
         self.ns = ns
         self.stop = stop or threading.Event()
         self.inbox = inbox or Inbox()
         self.settings = load_settings()
         self.roots = session_roots(ns.sessions, self.settings)
+        self.omp_roots = omp_roots(ns.sessions)
         self.db_path = resolve_db(ns.db, self.settings)
         explicit = getattr(ns, "socket", None)
         self.sock_path = Path(explicit).expanduser() if explicit else socket_path()
@@ -238,6 +239,7 @@ class Daemon:
             ServiceConfig(
                 db_path=str(self.db_path),
                 roots=self.roots,
+                omp_roots=tuple(self.omp_roots),
                 settle=self.ns.settle,
                 max_latency=max(self.ns.max_latency, self.ns.settle),
                 scan_interval=self.ns.scan_interval,

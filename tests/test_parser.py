@@ -92,3 +92,10 @@ def test_malformed_lines_are_skipped_with_offsets():
     r = parse(data)
     assert [e.entry_id for e in r.entries] == ["a"]
     assert r.diagnostics[0].code == "malformed-json" and r.diagnostics[0].byte_offset == len(good)
+
+
+def test_omp_title_slot_names_the_header():
+    title = {"type": "title", "v": 1, "title": " Fix the  parser ", "updatedAt": "x", "pad": " " * 10}
+    assert parse(jsonl(title, v3_header())).state.header.title == "Fix the  parser"
+    assert parse(jsonl({**title, "title": ""}, v3_header())).state.header.title is None
+    assert parse(jsonl(v3_header())).state.header.title is None

@@ -127,7 +127,41 @@ CASES = [
     ("usage", {"type": "usage", "id": "e1", "kind": "turn", "provider": "p", "model": "m", "usage": {"input": 1}}, []),
     ("context edit", {"type": "context_edit", "id": "e1", "targetId": "a", "replacement": None}, []),
     ("unknown type", {"type": "future_thing", "id": "e1", "text": "SECRET"}, []),
+    # oh-my-pi's entries
+    (
+        "omp session_init: its prompt and task never indexed",
+        {"type": "session_init", "id": "e1", "systemPrompt": "SECRET", "task": "SECRET", "tools": ["read"]},
+        [],
+    ),
+    ("omp mode change", {"type": "mode_change", "id": "e1", "mode": "plan", "data": {"planFile": "SECRET"}}, []),
+    ("omp rule injection", {"type": "ttsr_injection", "id": "e1", "injectedRules": ["ruleA"]}, []),
+    ("omp /clear boundary", {"type": "reset_boundary", "id": "e1"}, []),
+    (
+        "omp rename names the session",
+        {"type": "title_change", "id": "e1", "title": " Fix\n auth ", "source": "user"},
+        [("name", "session.name", "Fix auth", "")],
+    ),
+    (
+        "omp image as a blob reference",
+        message("user", content=[{"type": "text", "text": "see"}, {**IMG, "data": "blob:sha256:" + "0" * 64}]),
+        [("text.0", "user.text", "see", "")],
+    ),
 ]
+
+
+OMP_CONTROLS = [
+    ({"type": "mode_change", "mode": "plan", "data": {"planFile": "/p"}}, {"mode": "plan"}, "control"),
+    ({"type": "ttsr_injection", "injectedRules": ["a", 3, "b"]}, {"injectedRules": ["a", "b"]}, "control"),
+    ({"type": "reset_boundary"}, {"reset": True}, "control"),
+    ({"type": "session_init", "systemPrompt": "P", "tools": ["read", "edit"]}, {"tools": ["read", "edit"]}, "metadata"),
+    ({"type": "service_tier_change", "serviceTier": {"openai": "flex"}}, {}, "control"),
+]
+
+
+@pytest.mark.parametrize("data, meta, role", OMP_CONTROLS, ids=[c[0]["type"] for c in OMP_CONTROLS])
+def test_omp_control_entries_are_typed_events(data, meta, role):
+    ev = project_entry("s", entry({"id": "e1", **data}))
+    assert (ev.meta, ev.context_role.value, ev.fragments) == (meta, role, ())
 
 
 @pytest.mark.parametrize("name, data, expected", CASES, ids=[c[0] for c in CASES])

@@ -12,10 +12,12 @@ import os
 import tempfile
 
 import pytest
+from helpers.omp import title_slot
 from hypothesis import assume, given, settings, strategies as st
 
-from piwatchd.source.fingerprint import Window, digest as _h
+from piwatchd.source.fingerprint import Window, checkpoint_digest, title_slot_len
 from piwatchd.source.lines import RawLine, decode_line, split_complete_lines
+from piwatchd.source.parser import slot_title
 from piwatchd.source.reader import Overlong, read_chunks
 from piwatchd.source.tailer import (
     FINGERPRINT_BYTES,
@@ -36,11 +38,20 @@ def checkpoint_for(content: bytes, *, dev=1, ino=10, mtime=100) -> Checkpoint:
 
 def observe_bytes(content: bytes, cp: Checkpoint | None, *, dev=1, ino=10, mtime=100) -> Observation:
     """What reader.observe reports for a file holding `content` (pure twin)."""
-    prefix = tail = None
+    prefix = tail = title = None
+    slot = 0
     if cp is not None and (dev, ino) == (cp.dev, cp.ino) and len(content) >= cp.consumed:
-        prefix = _h(content[: cp.prefix_len]) if len(content) >= cp.prefix_len else None
-        tail = _h(content[cp.consumed - cp.tail_len : cp.consumed])
-    return Observation(True, None, dev, ino, len(content), mtime, prefix, tail)
+        slot = title_slot_len(content[: cp.prefix_len])
+        title = slot_title(content[:slot])
+        prefix = checkpoint_digest(content[: cp.prefix_len], 0, slot) if len(content) >= cp.prefix_len else None
+        start = cp.consumed - cp.tail_len
+        tail = checkpoint_digest(content[start : cp.consumed], start, slot)
+    return Observation(True, None, dev, ino, len(content), mtime, prefix, tail, titled=slot > 0, title=title)
+
+
+OMP = title_slot("first") + b'{"type":"session","id":"s"}\n{"type":"message","id":"a"}\n'
+OMP_CP = checkpoint_for(OMP)
+RETITLED = title_slot("second") + OMP[256:]
 
 
 OLD = b'{"type":"session","id":"s"}\n{"type":"message","id":"a"}\n'
@@ -87,6 +98,27 @@ CASES = [
         Observation(True, None, 1, 10, CP.size, CP.mtime_ns + 1, hashed=False),
         Change.REWRITTEN,
     ),
+    # omp: a title slot rewritten in place is not a rewrite of the session.
+    ("omp title slot rewritten in place", OMP_CP, observe_bytes(RETITLED, OMP_CP, mtime=101), Change.RETITLED),
+    (
+        "omp title slot rewritten as lines are appended",
+        OMP_CP,
+        observe_bytes(RETITLED + b"{}\n", OMP_CP, mtime=101),
+        Change.APPENDED,
+    ),
+    (
+        "omp file rewritten same size after its slot",
+        OMP_CP,
+        observe_bytes(OMP.replace(b'"a"', b'"z"'), OMP_CP, mtime=101),
+        Change.REWRITTEN,
+    ),
+    (
+        "omp title slot grown (the session's bytes moved)",
+        OMP_CP,
+        observe_bytes(title_slot("first", 300) + OMP[256:-44], OMP_CP, mtime=101),
+        Change.REWRITTEN,
+    ),
+    ("omp title slot removed", OMP_CP, observe_bytes(b" " * 256 + OMP[256:], OMP_CP, mtime=101), Change.REWRITTEN),
     ("gone (ENOENT)", CP, Observation(False), Change.GONE),
     ("gone without checkpoint", None, Observation(False), Change.GONE),
     ("unreadable (EACCES)", CP, Observation(True, "EACCES"), Change.UNREADABLE),

@@ -127,6 +127,7 @@ export interface HelloResult {
 }
 
 export interface Hit {
+	agent?: "omp" | "pi";
 	branchState: string;
 	contextRole: string;
 	cwd: string | null;

@@ -23,6 +23,7 @@ from rich.cells import cell_len, chop_cells, set_cell_size
 
 from .colour import visible_controls
 from .timeparse import parse_time
+from .wire import agent_label
 
 __all__ = [
     "COLUMNS",
@@ -219,7 +220,7 @@ class NewestOnly:
 def row_cells(hit: Any) -> tuple[str, str, str]:
     """(time, project, kind/tool) of a hit, control characters escaped."""
     when = (hit.timestamp or "?")[:16].replace("T", " ")
-    project = os.path.basename((hit.cwd or "?").rstrip("/")) or "/"
+    project = (os.path.basename((hit.cwd or "?").rstrip("/")) or "/") + agent_label(hit.agent)
     kind = hit.evidence.kind + (f" {hit.evidence.tool_name}" if hit.evidence.tool_name else "")
     if hit.is_error:
         kind += " ERROR"

@@ -14,14 +14,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..model.events import Diagnostic, Entry, Header, excerpt
-from ..model.project import iso_to_ms
+from ..model.project import iso_to_ms, session_name
 from ..model.relations import MAX_PATHS_PER_EVENT
-from ..source.fingerprint import Window
+from ..source.discovery import in_layout
+from ..source.fingerprint import Window, title_slot_len
 from ..source.parser import ParserState, UnsupportedSource
 from ..source.reader import observe, open_source, read_chunks
 from ..source.tailer import Change, Checkpoint, Observation, classify
@@ -67,8 +68,12 @@ class Ingestor:
         sleep: Callable[[float], None] = time.sleep,
         may_remove: Callable[[str], bool] | None = None,
         slice_seconds: float | None = None,
+        omp_roots: Sequence[str] = (),
     ) -> None:
         self.writer = writer
+        # Where omp keeps sessions: a session there (or one that begins with
+        # omp's title slot, wherever it is) was written by omp.
+        self.omp_roots = tuple(omp_roots)
         # New bytes are ingested in slices of about this long (None: whole), so one huge
         # file never holds back the appends of the others.
         self.slice_seconds = slice_seconds
@@ -132,9 +137,40 @@ class Ingestor:
                 return IngestOutcome(path, Change.UNCHANGED, record.session_id, state=record.state, error=record.error)
         if change is Change.APPENDED and record is not None and record.parser_state is not None:
             return self._append(path, record, obs)
+        if change is Change.RETITLED and record is not None and record.checkpoint and record.state == "ok":
+            return self._retitle(path, record, record.checkpoint, obs)
         return self._rebuild(path, record, obs, change)
 
     # -- cases ---------------------------------------------------------------
+
+    def _new_session(self, source_id: int, path: str, header: Header, window: Window) -> None:
+        """The session row, once its header is read (`window` has fed the bytes up to it)."""
+        self._claim_session(source_id, path, header)
+        self.writer.upsert_session(source_id, header, self._agent(path, window))
+        if header.title is not None:
+            self.writer.set_name(header.session_id, session_name(header.title, self.rules))
+
+    def _agent(self, path: str, window: Window) -> str:
+        """Which agent wrote the file: omp when it lies in omp's root or begins
+        with omp's title slot (a root both agents share is Pi's: the slot tells)."""
+        if title_slot_len(window.prefix) or any(in_layout(root, path) for root in self.omp_roots):
+            return "omp"
+        return "pi"
+
+    def _retitle(self, path: str, record: SourceRecord, checkpoint: Checkpoint, obs: Observation) -> IngestOutcome:
+        """omp rewrote only its title slot: the session keeps its rows and is renamed."""
+        with self.writer.transaction():
+            self._name_from_slot(record.session_id, obs)
+            self.writer.save_checkpoint(
+                record.source_id, replace(checkpoint, mtime_ns=obs.mtime_ns), record.parser_state, record.session_id, 0
+            )
+        return IngestOutcome(path, Change.RETITLED, record.session_id)
+
+    def _name_from_slot(self, session_id: str | None, obs: Observation) -> None:
+        """omp's title slot names the session (the current title, set in place
+        after the rename's `title_change` entry)."""
+        if session_id and obs.title is not None:
+            self.writer.set_name(session_id, session_name(obs.title, self.rules))
 
     def _gone(self, path: str, record: SourceRecord | None) -> IngestOutcome:
         if record is None:
@@ -253,13 +289,12 @@ class Ingestor:
                 self._at = offset
                 header_before = state.header
                 state = result.state
-                if header_before is None and state.header is not None:
-                    self._claim_session(source_id, path, state.header)
-                    w.upsert_session(source_id, state.header)
                 if data is None:
                     window.skip(fd, offset, end)
                 else:
                     window.feed(data)
+                if header_before is None and state.header is not None:
+                    self._new_session(source_id, path, state.header, window)
                 consumed = end
                 outcome.diagnostics.extend(result.diagnostics)
                 if result.entries:
@@ -295,6 +330,7 @@ class Ingestor:
         # A slice that stopped early records the size it reached, so the next
         # observation sees the rest as an append.
         size = consumed if outcome.more else obs.size
+        self._name_from_slot(outcome.session_id, obs)
         checkpoint = Checkpoint(obs.dev, obs.ino, size, obs.mtime_ns, consumed, *window.hashes())
         w.save_checkpoint(source_id, checkpoint, state, outcome.session_id, consumed - start)
 
@@ -337,6 +373,7 @@ class Ingestor:
             window = Window(
                 os.pread(fd, cp.prefix_len, 0),
                 os.pread(fd, cp.tail_len, cp.consumed - cp.tail_len),
+                cp.consumed,
             )
             try:
                 with self.writer.transaction():

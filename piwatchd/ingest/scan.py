@@ -165,13 +165,14 @@ def reconcile(
     *,
     progress: Callable[[IngestOutcome], None] | None = None,
     planned: Callable[[int, int], None] | None = None,
+    omp_roots: Iterable[str] = (),
 ) -> ReconcileSummary:
     """Scan, then ingest everything the scan queued, newest first. `planned`
     hears the work the scan found (files, unread bytes) before it starts."""
     started = time.monotonic()
     roots = list(roots)
     guard = RemovalGuard(roots)
-    ingestor = Ingestor(writer, may_remove=guard.may_remove)
+    ingestor = Ingestor(writer, may_remove=guard.may_remove, omp_roots=list(omp_roots))
     result = scan(writer.conn, roots, verify_all=True)
     summary = ReconcileSummary(roots_unavailable=result.roots_unavailable)
     if planned:
@@ -217,7 +218,7 @@ def index_once(
     `workers`: ingest worker processes (None: as configured); `refed(done,
     total)`: the text index's re-feed of owed sessions, before the scan."""
     from .. import workers as pool
-    from ..config import load_settings, resolve_db, session_roots
+    from ..config import load_settings, omp_roots, resolve_db, session_roots
 
     settings = load_settings()
     used = pool.configure(workers if workers is not None else settings.ingest_workers)
@@ -229,7 +230,7 @@ def index_once(
         writer = IndexWriter(conn)
         try:
             writer.repay_text_debt(progress=refed)
-            summary = reconcile(writer, roots, progress=progress, planned=planned)
+            summary = reconcile(writer, roots, progress=progress, planned=planned, omp_roots=omp_roots(sessions))
             writer.refresh_statistics(force=True)
         finally:
             writer.close()  # commits the text index

@@ -65,6 +65,7 @@ SUSPECT_RETRY_MAX = 30.0
 class ServiceConfig:
     db_path: str
     roots: list[str]
+    omp_roots: tuple[str, ...] = ()  # the roots omp writes to (`config.omp_roots`)
     settle: float = 0.1
     max_latency: float = 1.0
     scan_interval: float = 300.0
@@ -218,6 +219,7 @@ class Service:
             gone_recheck_delay=self.config.gone_recheck_delay,
             may_remove=self._guard.may_remove,
             slice_seconds=self.config.batch_seconds,
+            omp_roots=self.config.omp_roots,
         )
         self._index.remember()
         # Sessions whose text documents may lag their rows (a crash between

@@ -122,6 +122,7 @@ class Header:
     timestamp: str | None
     parent_session: str | None  # path or id as recorded (`parentSession` or legacy `branchedFrom`)
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    title: str | None = field(compare=False, default=None)  # omp's title slot's, as written (unredacted)
 
 
 @dataclass(frozen=True, slots=True)

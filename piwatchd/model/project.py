@@ -26,12 +26,14 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..source.parser import v1_entry_id
+from .controls import CONTROLS, nonempty as _str
 from .events import ContextRole, Entry, Event, Fragment, FragmentKind
 from .redact import DEFAULT_RULES, Rules, redact
 
 __all__ = [
     "Evidence",
     "project_entry",
+    "session_name",
     "project_evidence",
     "iso_to_ms",
     "context_role_of",
@@ -169,10 +171,6 @@ def _text_blocks(content: Any) -> list[tuple[int, str]]:
     return out
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 _Fragments = list[Fragment | None]
 # A message role's projection: (fragments, is_error, tool names); it adds its meta to `meta`.
 _Message = tuple[_Fragments, bool, list[str]]
@@ -278,7 +276,20 @@ def _message_fragments(p: _Projection, msg: dict[str, Any], meta: dict[str, Any]
 
 
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage"})
-_CONTROL_TYPES = frozenset({"model_change", "thinking_level_change", "context_edit", "leaf", "active_tools_change"})
+_CONTROL_TYPES = frozenset(
+    {
+        "model_change",
+        "thinking_level_change",
+        "context_edit",
+        "leaf",
+        "active_tools_change",
+        # oh-my-pi's
+        "mode_change",
+        "reset_boundary",
+        "ttsr_injection",
+        "service_tier_change",
+    }
+)
 
 
 def context_role_of(entry_type: str, role: str | None) -> ContextRole:
@@ -331,11 +342,21 @@ def _branch_summary(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) 
     return frags
 
 
+def session_name(name: str, rules: Rules = DEFAULT_RULES) -> str:
+    """A session's name as shown and indexed: whitespace runs made one space, secrets redacted."""
+    return redact(_one_line(name), rules)[0]
+
+
+def _one_line(name: str) -> str:
+    return _WHITESPACE.sub(" ", name).strip()
+
+
 def _session_info(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    name = data.get("name")
+    # Pi's `session_info.name`; omp's rename audit entry `title_change.title`.
+    name = data.get("name") if "name" in data else data.get("title")
     if not isinstance(name, str):
         return []
-    normalized = p.redact(_WHITESPACE.sub(" ", name).strip())[0]
+    normalized = p.redact(_one_line(name))[0]
     meta["name"] = normalized
     return [p.fragment("name", FragmentKind.SESSION_NAME, normalized)]
 
@@ -346,54 +367,16 @@ def _label(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragm
     return []
 
 
-def _model_change(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    meta["provider"] = data.get("provider")
-    meta["modelId"] = data.get("modelId") or data.get("model")
-    return []
-
-
-def _thinking_level_change(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    meta["thinkingLevel"] = data.get("thinkingLevel")
-    return []
-
-
-def _context_edit(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    meta["targetId"] = data.get("targetId")
-    meta["omits"] = data.get("replacement") is None
-    return []
-
-
-def _custom(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    meta["customType"] = data.get("customType")
-    return []
-
-
-def _usage(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    for key in ("kind", "provider", "model"):
-        if _str(data.get(key)):
-            meta[key] = data[key]
-    return []
-
-
-def _leaf(p: _Projection, data: dict[str, Any], meta: dict[str, Any]) -> _Fragments:
-    meta["targetId"] = data.get("targetId")
-    return []
-
-
-# Each entry type's projection (messages have their own table, `_ROLES`): it returns the
-# fragments and adds its meta. Types not listed are kept as events without text or meta.
+# Each entry type's projection (messages have their own table, `_ROLES`; control entries,
+# `CONTROLS`): it returns the fragments and adds its meta. Types not listed are kept as
+# events without text or meta.
 _ENTRY_TYPES: dict[str, Callable[[_Projection, dict[str, Any], dict[str, Any]], _Fragments]] = {
     "custom_message": _custom_message,
     "compaction": _compaction,
     "branch_summary": _branch_summary,
     "session_info": _session_info,
+    "title_change": _session_info,
     "label": _label,
-    "model_change": _model_change,
-    "thinking_level_change": _thinking_level_change,
-    "context_edit": _context_edit,
-    "custom": _custom,
-    "usage": _usage,
-    "leaf": _leaf,
 }
 
 
@@ -420,6 +403,8 @@ def _project(p: _Projection, entry: Entry, meta: dict[str, Any]) -> _Projected:
             if timestamp_ms is None:
                 timestamp_ms = iso_to_ms(msg.get("timestamp"))
             frags, is_error, tools = _message_fragments(p, msg, meta)
+    elif entry.type in CONTROLS:
+        CONTROLS[entry.type](data, meta)
     else:
         project = _ENTRY_TYPES.get(entry.type)
         if project is not None:

@@ -145,7 +145,8 @@ class Visibility:
         ).fetchone()
         named = self.conn.execute(
             "SELECT json_extract(meta, '$.name') FROM events"
-            f" WHERE session_key={KEY} AND ordinal < ? AND type='session_info' ORDER BY ordinal DESC LIMIT 1",
+            f" WHERE session_key={KEY} AND ordinal < ? AND type IN ('session_info', 'title_change')"
+            " ORDER BY ordinal DESC LIMIT 1",
             (session_id, cap),
         ).fetchone()
         return SessionView((named[0] or None) if named else None, first, last, count)
@@ -215,6 +216,9 @@ class Visibility:
         are withheld from its hits and its session entry alike)."""
         grouped = result.sessions or []
         self.load([*(h.session_id for h in result.hits), *(s.session_id for s in grouped)])
+        for hit in (*result.hits, *(s.evidence for s in grouped)):
+            if (row := self._rows.get(hit.session_id)) is not None and row.agent == "omp":
+                hit.agent = "omp"
         if self.has_cutoff:
             for hit in (*result.hits, *(s.evidence for s in grouped)):
                 if self.cap(hit.session_id) is not None and (view := self.session_view(hit.session_id)):

@@ -6,12 +6,16 @@ default `<agent dir>/sessions/--<cwd>--/`. The agent dir is
 `PI_CODING_AGENT_DIR` or `~/.pi/agent`. All of them are watched, not only the
 winner: sessions written before a setting changed stay where they were.
 Folder names are never decoded: the cwd comes from each file's header.
+
+oh-my-pi (`omp`) writes the same tree to its own root, resolved as omp 18
+resolves it (`omp_session_roots`); each root says which agent writes there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +23,13 @@ from pathlib import Path
 __all__ = [
     "SessionRoot",
     "agent_dir",
+    "agent_of",
     "discover_roots",
     "in_layout",
     "is_session_filename",
     "is_sessions_folder",
     "iter_session_files",
+    "omp_session_roots",
     "session_files_in",
 ]
 
@@ -32,6 +38,7 @@ __all__ = [
 class SessionRoot:
     path: str
     origin: str  # default | env | settings | extra
+    agent: str = "pi"  # pi | omp: which agent writes sessions there
 
 
 def _expand(value: str, home: str) -> str:
@@ -63,12 +70,55 @@ def _settings_session_dir(agent: str, home: str) -> str | None:
     return os.path.normpath(value if os.path.isabs(value) else os.path.join(agent, value))
 
 
+def _omp_profile(env: Mapping[str, str]) -> str | None:
+    """omp's profile (`OMP_PROFILE`, else `PI_PROFILE`); "default" or blank is none.
+    A name omp would refuse (a path, dots) is ignored, as omp then fails to start."""
+    chosen = env.get("OMP_PROFILE")
+    value = (chosen if chosen is not None else env.get("PI_PROFILE", "")).strip()
+    if not value or value == "default" or value.endswith(".") or not _PROFILE.fullmatch(value):
+        return None
+    return value
+
+
+_PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def omp_session_roots(env: Mapping[str, str] | None = None, home: str | None = None) -> list[SessionRoot]:
+    """Where omp keeps sessions, as omp 18 resolves it (`getSessionsDir`): the
+    config root `~/<PI_CONFIG_DIR or .omp>` (a profile's under `profiles/<name>`);
+    the agent dir `PI_CODING_AGENT_DIR` (shared with Pi, ignored under a
+    profile) or `<config root>/agent`; for the default agent dir,
+    `$XDG_DATA_HOME/omp[/profiles/<name>]` instead when that folder exists.
+    The default `~/.omp/agent/sessions` is always watched too: sessions
+    written before a setting changed stay there."""
+    env = os.environ if env is None else env
+    home = home or os.path.expanduser("~")
+    profile = _omp_profile(env)
+    config_root = os.path.join(home, env.get("PI_CONFIG_DIR") or ".omp")
+    if profile:
+        config_root = os.path.join(config_root, "profiles", profile)
+    default_agent = os.path.join(config_root, "agent")
+    override = None if profile else env.get("PI_CODING_AGENT_DIR")
+    roots: list[SessionRoot] = []
+    if override:
+        roots.append(SessionRoot(os.path.join(os.path.abspath(_expand(override, home)), "sessions"), "env", "omp"))
+    elif env.get("XDG_DATA_HOME"):
+        data = os.path.join(env["XDG_DATA_HOME"], "omp", *(("profiles", profile) if profile else ()))
+        if os.path.isdir(data):
+            roots.append(SessionRoot(os.path.join(data, "sessions"), "env", "omp"))
+    roots.append(SessionRoot(os.path.join(default_agent, "sessions"), "default", "omp"))
+    if default_agent != os.path.join(home, ".omp", "agent"):
+        roots.append(SessionRoot(os.path.join(home, ".omp", "agent", "sessions"), "default", "omp"))
+    return roots
+
+
 def discover_roots(
     env: Mapping[str, str] | None = None,
     home: str | None = None,
     extra: Iterable[str] = (),
 ) -> list[SessionRoot]:
-    """Every directory that may hold Pi session files, deduplicated, in order."""
+    """Every directory that may hold Pi's or omp's session files, deduplicated,
+    in order (Pi's first: a root both write to, `PI_CODING_AGENT_DIR`, is Pi's)."""
     env = os.environ if env is None else env
     home = home or os.path.expanduser("~")
     agent = agent_dir(env, home)
@@ -79,6 +129,7 @@ def discover_roots(
     if configured:
         candidates.append(SessionRoot(configured, "settings"))
     candidates.append(SessionRoot(os.path.join(agent, "sessions"), "default"))
+    candidates.extend(omp_session_roots(env, home))
     for path in extra:
         candidates.append(SessionRoot(os.path.abspath(_expand(path, home)), "extra"))
     seen: set[str] = set()
@@ -87,8 +138,17 @@ def discover_roots(
         key = os.path.normpath(root.path)
         if key not in seen:
             seen.add(key)
-            roots.append(SessionRoot(key, root.origin))
+            roots.append(SessionRoot(key, root.origin, root.agent))
     return roots
+
+
+def agent_of(path: str, roots: Iterable[SessionRoot]) -> str:
+    """Which agent writes the session file at `path`: its root's (pure; "pi"
+    outside every root, as for `--sessions` directories)."""
+    for root in roots:
+        if in_layout(root.path, path):
+            return root.agent
+    return "pi"
 
 
 def is_session_filename(name: str) -> bool:

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import orjson
+
 from ..model.events import Diagnostic, Entry, Header, SourceFormat, excerpt
 from .fingerprint import line_fingerprint
 from .lines import RawLine, decode_line
@@ -29,6 +31,7 @@ __all__ = [
     "UnsupportedSource",
     "line_fingerprint",
     "parse_lines",
+    "slot_title",
     "v1_entry_id",
 ]
 
@@ -149,6 +152,24 @@ def _header_from(obj: dict[str, Any], offset: int) -> Header:
     )
 
 
+def _slot_title(obj: Any) -> str | None:
+    """The title an omp title slot (a `title` record) holds; None for an empty or odd one."""
+    if isinstance(obj, dict) and obj.get("type") == "title" and isinstance(obj.get("title"), str):
+        return obj["title"].strip() or None
+    return None
+
+
+def slot_title(line: bytes) -> str | None:
+    """`_slot_title` of an omp title slot line; None when it does not parse
+    (read while omp rewrote it: the name then stays as it was)."""
+    if not line:
+        return None
+    try:
+        return _slot_title(orjson.loads(line))
+    except orjson.JSONDecodeError:
+        return None
+
+
 def _classify_first(obj: Any, offset: int) -> Header | None:
     """Return the header, None for an omp title slot, or raise UnsupportedSource."""
     if not isinstance(obj, dict):
@@ -201,6 +222,7 @@ class _Batch:
         "objects_seen",
         "previous_v1_id",
         "seen_ids",
+        "title",
     )
 
     def __init__(self, state: ParserState) -> None:
@@ -215,11 +237,16 @@ class _Batch:
         # indexed by an earlier batch are reported by the index writer, so the
         # state stays constant-size and an append costs the same at any file size.
         self.seen_ids: set[str] = set()
+        self.title: str | None = None  # an omp title slot's, until the header comes
 
     def first(self, obj: Any, offset: int) -> None:
         """The first object of the file: the header, or an omp title slot before it."""
         self.header = _classify_first(obj, offset)
-        if self.header is not None:
+        if self.header is None:
+            self.title = _slot_title(obj)
+        else:
+            if self.title is not None:
+                self.header = replace(self.header, title=self.title)
             self.header_changed = True
             self.objects_seen += 1
 

@@ -14,8 +14,9 @@ import os
 import stat
 from collections.abc import Iterator
 
-from .fingerprint import hash_range
+from .fingerprint import hash_range, title_slot_len
 from .lines import LineCutter, Overlong
+from .parser import slot_title
 from .tailer import Checkpoint, Observation, stat_unchanged
 
 __all__ = ["MAX_LINE_BYTES", "READ_CHUNK", "NotRegularFile", "Overlong", "observe", "open_source", "read_chunks"]
@@ -100,11 +101,15 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
             return Observation(
                 exists=True, dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, hashed=False
             )
-        prefix_hash = tail_hash = None
+        prefix_hash = tail_hash = title = None
+        slot = 0
         same = checkpoint is not None and (st.st_dev, st.st_ino) == (checkpoint.dev, checkpoint.ino)
         if same and checkpoint is not None and st.st_size >= checkpoint.consumed:
-            prefix_hash = hash_range(fd, 0, checkpoint.prefix_len)
-            tail_hash = hash_range(fd, checkpoint.consumed - checkpoint.tail_len, checkpoint.tail_len)
+            head = os.pread(fd, checkpoint.prefix_len, 0)
+            slot = title_slot_len(head)
+            title = slot_title(head[:slot])
+            prefix_hash = hash_range(fd, 0, checkpoint.prefix_len, slot)
+            tail_hash = hash_range(fd, checkpoint.consumed - checkpoint.tail_len, checkpoint.tail_len, slot)
         return Observation(
             exists=True,
             dev=st.st_dev,
@@ -113,6 +118,8 @@ def observe(path: str, checkpoint: Checkpoint | None) -> Observation:
             mtime_ns=st.st_mtime_ns,
             prefix_hash=prefix_hash,
             tail_hash=tail_hash,
+            titled=slot > 0,
+            title=title,
         )
     except OSError as exc:
         return Observation(exists=True, error=_error(exc))

@@ -21,6 +21,7 @@ class Change(str, Enum):
     UNCHANGED = "unchanged"
     APPENDED = "appended"  # read only from the checkpoint offset
     REWRITTEN = "rewritten"  # same file, earlier bytes changed: rebuild the session
+    RETITLED = "retitled"  # only omp's title slot was rewritten in place: rename the session
     REPLACED = "replaced"  # another inode at this path: rebuild the session
     GONE = "gone"  # the path does not exist (ENOENT)
     UNREADABLE = "unreadable"  # permission or I/O error: change nothing
@@ -55,6 +56,10 @@ class Observation:
     # False when the stat matched the checkpoint exactly and the shell did not
     # read the file to hash it (`stat_unchanged`): the hashes above are unset.
     hashed: bool = True
+    # The file begins with omp's title slot (masked out of the hashes), and
+    # the title it holds when it parses.
+    titled: bool = False
+    title: str | None = None
 
 
 def stat_unchanged(checkpoint: Checkpoint | None, dev: int, ino: int, size: int, mtime_ns: int) -> bool:
@@ -92,9 +97,11 @@ def classify(checkpoint: Checkpoint | None, obs: Observation) -> Change:
         if obs.mtime_ns == checkpoint.mtime_ns:
             return Change.UNCHANGED
         # Pi only ever appends or rewrites; a write that keeps the size is a
-        # rewrite (omp's title slot, an editor, a same-size migration) that the
-        # sampled fingerprints may not cover.
-        return Change.REWRITTEN
+        # rewrite (an editor, a same-size migration) that the sampled
+        # fingerprints may not cover. omp writes in place only its title slot
+        # (its rewrites replace the file: another inode), so in a file that
+        # begins with one, a same-size write is a new title.
+        return Change.RETITLED if obs.titled else Change.REWRITTEN
     if obs.size < checkpoint.size:
         # Shrunk but still past `consumed`: a partial line was cut or replaced.
         return Change.REWRITTEN

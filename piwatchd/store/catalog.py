@@ -27,7 +27,7 @@ __all__ = [
 
 _COLUMNS = (
     "s.session_id, s.cwd, s.cwd_real, s.name, s.created, s.first_ms, s.last_ms, s.entry_count, s.parent_session,"
-    " s.format, src.path, src.state, src.error, src.consumed, src.size, src.last_ingest_ms"
+    " s.format, src.path, src.state, src.error, src.consumed, src.size, src.last_ingest_ms, s.agent"
 )
 _FROM = "sessions s JOIN sources src ON src.source_id = s.source_id"
 
@@ -50,6 +50,7 @@ class SessionRow:
     consumed: int  # bytes ingested: end of the last complete line
     size: int | None  # file size when last observed
     last_ingest_ms: int | None
+    agent: str  # pi | omp
 
 
 def _rows(conn: sqlite3.Connection, where: str, params: Iterable[object]) -> list[SessionRow]:

@@ -29,7 +29,7 @@ __all__ = [
     "searchable_bytes",
 ]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Index changes made after an index file of this SCHEMA_VERSION may have been
 # built: its rows stay valid, so they are made in place (no rebuild).
@@ -108,7 +108,8 @@ CREATE TABLE sessions (
     entry_count       INTEGER NOT NULL DEFAULT 0,
     first_ms          INTEGER,
     last_ms           INTEGER,
-    redactions        TEXT    -- JSON {kind: count} of secrets redacted from this session's text
+    redactions        TEXT,   -- JSON {kind: count} of secrets redacted from this session's text
+    agent             TEXT NOT NULL DEFAULT 'pi'  -- which agent wrote it: pi | omp
 );
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
 CREATE INDEX sessions_cwd_real ON sessions(cwd_real);

@@ -333,12 +333,13 @@ class IndexWriter:
         self.conn.execute("DELETE FROM relationships WHERE session_key=?", (key,))
         self.conn.execute("DELETE FROM sessions WHERE session_key=?", (key,))
 
-    def upsert_session(self, source_id: int, header: Header) -> None:
+    def upsert_session(self, source_id: int, header: Header, agent: str = "pi") -> None:
         self.conn.execute(
-            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format, version)"
-            " VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET source_id=excluded.source_id,"
-            " cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real, created=excluded.created,"
-            " parent_session=excluded.parent_session, format=excluded.format, version=excluded.version",
+            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format,"
+            " version, agent) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET"
+            " source_id=excluded.source_id, cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real,"
+            " created=excluded.created, parent_session=excluded.parent_session, format=excluded.format,"
+            " version=excluded.version, agent=excluded.agent",
             (
                 header.session_id,
                 source_id,
@@ -349,8 +350,13 @@ class IndexWriter:
                 header.parent_session,
                 header.format.value,
                 header.version,
+                agent,
             ),
         )
+
+    def set_name(self, session_id: str, name: str) -> None:
+        """The session's name (omp's title slot), already normalized and redacted."""
+        self.conn.execute("UPDATE sessions SET name=? WHERE session_id=?", (name or None, session_id))
 
     def insert_events(self, session_id: str, events: Iterable[Event]) -> list[Diagnostic]:
         """Insert events; a repeated entry id replaces the earlier content but
@@ -420,7 +426,7 @@ class IndexWriter:
         for ev in events:
             for kind, n in ev.redactions:
                 redactions[kind] = redactions.get(kind, 0) + n
-            if ev.type == "session_info":
+            if ev.type in ("session_info", "title_change"):
                 name = ev.meta.get("name", "")
         self.conn.execute(
             "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"

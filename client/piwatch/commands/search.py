@@ -21,6 +21,7 @@ from ..wire import (
     SELECTION_STATES,
     Hit,
     SearchResult,
+    agent_label,
 )
 from ._common import add_colour_arg, add_scope_args, run_op, whole, widened
 
@@ -262,7 +263,9 @@ def _print_hit(lead: str, hit: Hit, out: TextIO | SafeText, colour: bool) -> Non
     err = " ERROR" if hit.is_error else ""
     state = f"  [{hit.branch_state}, {hit.selection_state}]"
     pad = " " * len(lead)
-    print(f"{lead}{_when(hit.timestamp)}  {ev.kind}{tool}{err}{state}  {hit.cwd or '?'}", file=out)
+    print(
+        f"{lead}{_when(hit.timestamp)}  {ev.kind}{tool}{err}{state}  {hit.cwd or '?'}{agent_label(hit.agent)}", file=out
+    )
     print(f"{pad}session {hit.session_id}  entry {hit.entry_id}  fragment {ev.fragment_id}", file=out)
     words = _words_line(hit)
     if words:
@@ -287,7 +290,7 @@ def print_sessions(
         name = f'"{s.session_name}"' if s.session_name else "(unnamed)"
         span = f"{_when(s.first_timestamp)} .. {_when(s.last_timestamp)}"
         events = f"{s.matching_events}{more} matching event{'' if s.matching_events == 1 else 's'}"
-        print(f"{n}. session {s.session_id}  {name}  {s.cwd or '?'}", file=out)
+        print(f"{n}. session {s.session_id}  {name}  {s.cwd or '?'}{agent_label(s.evidence.agent)}", file=out)
         tier = s.evidence.tier
         print(f"   {span}  {events}; strongest{'' if tier == 'exact' else f' ({tier})'}:", file=out)
         _print_hit("     ", s.evidence, out, colour)

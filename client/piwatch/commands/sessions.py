@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from ..colour import SafeText
 from ..timeparse import parse_time
-from ..wire import MAX_INDEX, MAX_SESSIONS_LIMIT, SessionsResult
+from ..wire import MAX_INDEX, MAX_SESSIONS_LIMIT, SessionsResult, agent_label
 from ._common import add_colour_arg, add_scope_args, run_op, whole
 
 __all__ = ["add_parser", "run", "sessions_args", "print_sessions"]
@@ -63,7 +63,9 @@ def run(ns: argparse.Namespace) -> int:
 def print_sessions(result: SessionsResult, out: TextIO | SafeText, offset: int = 0) -> None:
     for s in result.sessions:
         name = f"  {s.name}" if s.name else ""
-        print(f"{_when(s.last_ms)}  {s.session_id}  {s.events:>6} events  {s.cwd}{name}", file=out)
+        print(
+            f"{_when(s.last_ms)}  {s.session_id}  {s.events:>6} events  {s.cwd}{agent_label(s.agent)}{name}", file=out
+        )
     if not result.sessions:
         print("no sessions visible from this workspace (try --all)", file=out)
     if result.has_more:

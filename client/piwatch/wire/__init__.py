@@ -89,6 +89,7 @@ from .requests import (
     UnfollowArgs,
 )
 from .results import (
+    Agent,
     Alternative,
     ContentItem,
     EventInfo,
@@ -122,6 +123,7 @@ from .results import (
     TraceResult,
     UnfollowResult,
     WordCount,
+    agent_label,
 )
 from .status import (
     BytesStatus,
@@ -222,6 +224,8 @@ __all__ = [
     "StatusResult",
     "Target",
     "Tier",
+    "Agent",
+    "agent_label",
     "TowardLeaf",
     "TraceArgs",
     "TraceResult",

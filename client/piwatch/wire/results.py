@@ -54,6 +54,13 @@ class HelloResult(Wire):
 
 
 Tier = Literal["exact", "forms", "repaired", "partial"]
+# Which agent wrote a session: Pi, or its fork oh-my-pi (omp). Absent on the wire: Pi.
+Agent = Literal["pi", "omp"]
+
+
+def agent_label(agent: str) -> str:
+    """What a client shows after a session's project: nothing for Pi, ` [omp]` for omp."""
+    return " [omp]" if agent == "omp" else ""
 
 
 class Evidence(Wire):
@@ -90,6 +97,7 @@ class Hit(Wire):
     # Below exact: the query words this hit matched and the ones it misses.
     matched: list[str] | None = None
     missing: list[str] | None = None
+    agent: Agent = "pi"  # the hit's session's writer
 
 
 class FollowResult(Wire):
@@ -360,6 +368,7 @@ class SessionItem(Wire):
     format: str
     path: str
     state: str
+    agent: Agent = "pi"
 
 
 class SessionsResult(Wire):

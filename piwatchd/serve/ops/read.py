@@ -81,6 +81,17 @@ def not_indexed(fragments: int) -> list[wire.Omitted]:
 
 
 _PRIVATE_KEYS = ("textSignature", "thinkingSignature", "thoughtSignature", "partialJson")
+# oh-my-pi keeps images in its blob store and writes this reference in their place.
+BLOB_REF = "blob:sha256:"
+# oh-my-pi cuts a string over 500,000 characters when it saves a session, and says so in it.
+TRUNCATION_NOTICE = "[Session persistence truncated large content]"
+
+
+def _truncated(text: Any, where: str) -> list[wire.Omitted]:
+    if not isinstance(text, str) or TRUNCATION_NOTICE not in text:
+        return []
+    reason = "oh-my-pi kept only the first 500,000 characters of this text when it saved the session"
+    return [wire.Omitted(field=where, kind="truncated", reason=reason)]
 
 
 def _block_omissions(block: dict[str, Any], where: str) -> list[wire.Omitted]:
@@ -91,15 +102,18 @@ def _block_omissions(block: dict[str, Any], where: str) -> list[wire.Omitted]:
     elif btype == "image":
         b64 = block.get("data")
         mime = block.get("mimeType")
+        blob = isinstance(b64, str) and b64.startswith(BLOB_REF)
         out.append(
             wire.Omitted(
                 field=where,
                 kind="image",
                 mime_type=mime if isinstance(mime, str) else None,
-                base64_chars=len(b64) if isinstance(b64, str) else None,
-                reason="image data is excluded",
+                base64_chars=len(b64) if isinstance(b64, str) and not blob else None,
+                reason="image data is excluded" + (" (in oh-my-pi's blob store)" if blob else ""),
             )
         )
+    elif btype == "text":
+        out.extend(_truncated(block.get("text"), f"{where}.text"))
     for key in _PRIVATE_KEYS:
         if key in block:
             out.append(
@@ -154,6 +168,12 @@ def _entry_omissions(data: dict[str, Any]) -> list[wire.Omitted]:
         out.append(
             wire.Omitted(field="systemMessage", kind="prompt", reason="the prompt checkpoint is not event content")
         )
+    if etype == "session_init":
+        for key in ("systemPrompt", "task"):
+            if key in data:
+                out.append(
+                    wire.Omitted(field=key, kind="prompt", reason="oh-my-pi's session prompts are not event content")
+                )
     if etype == "context_edit" and isinstance(data.get("replacement"), dict):
         out.append(
             wire.Omitted(field="replacement", kind="edit", reason="replacement content is read from the source locator")
@@ -171,6 +191,7 @@ def omitted_fields(data: dict[str, Any]) -> list[wire.Omitted]:
     for i, block in enumerate(content if isinstance(content, list) else []):
         if isinstance(block, dict):
             out.extend(_block_omissions(block, f"{prefix}content[{i}]"))
+    out.extend(_truncated(content, f"{prefix}content"))
     if isinstance(msg, dict):
         out.extend(_message_omissions(msg))
     else:

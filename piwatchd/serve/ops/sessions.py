@@ -55,6 +55,7 @@ def sessions(args: wire.SessionsArgs, req: OpRequest) -> wire.SessionsResult:
             format=r.format,
             path=shown(r.path) or r.path,
             state=r.state,
+            agent="omp" if r.agent == "omp" else "pi",
         )
         for r in rows[: args.limit]
     ]

