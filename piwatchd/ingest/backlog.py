@@ -8,8 +8,9 @@ count it twice); the bytes still owed are what status's time left divides.
 from __future__ import annotations
 
 import heapq
+import os
 
-__all__ = ["Backlog"]
+__all__ = ["Backlog", "file_mtime"]
 
 
 class Backlog:
@@ -75,3 +76,11 @@ class Backlog:
         if nbytes > 0:
             self._owed[path] = nbytes
             self.unread_bytes += nbytes
+
+
+def file_mtime(path: str) -> float:
+    """A file's modification time, the backlog's order (0 when it cannot be read: last)."""
+    try:
+        return os.stat(path).st_mtime
+    except (OSError, ValueError):
+        return 0.0

@@ -42,7 +42,7 @@ from ..source.discovery import session_files_in
 from ..store.indexfile import discard_index, open_or_rebuild, prepare_index_path
 from ..store.writer import IndexWriter
 from ..text.engine import DEFAULT_ENGINE
-from .backlog import Backlog
+from .backlog import Backlog, file_mtime
 from .commits import CommitSignal
 from .health import IndexLost, IndexWatch, corrupt, lost, transient
 from .inbox import Inbox, Work
@@ -74,13 +74,6 @@ class ServiceConfig:
     state_interval: float = 1.0  # how often progress is written while busy
     heartbeat_interval: float = 5.0
     engine: str = DEFAULT_ENGINE  # the text engine's name (piwatchd.text.engine)
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except (OSError, ValueError):
-        return 0.0
 
 
 class WatchReport(Protocol):
@@ -259,7 +252,7 @@ class Service:
             self._list_new_dir(directory)
         due = work.due + self._retries_due()
         if due:
-            due.sort(key=_mtime, reverse=True)
+            due.sort(key=file_mtime, reverse=True)
             self._batch(due, deadline=None)
         if self._backlog and not self._stop.is_set():
             self._batch([], deadline=self._clock() + self.config.batch_seconds)
@@ -407,7 +400,7 @@ class Service:
         self.commits.notify()
         if outcome.more:
             # The rest of a large file waits its turn in the backlog: hints for other files come first.
-            self._backlog.add(path, _mtime(path))
+            self._backlog.add(path, file_mtime(path))
         self._retries.succeeded(path, self._clock())
         count_file(self.progress, path, outcome, self._files_this_run)
         self._rate.add(self._clock(), self.progress.bytes_ingested or 0)
