@@ -370,8 +370,8 @@ def test_sessions_and_status_count_nothing_past_the_cutoff_in_any_fork(forks):
 
 
 def test_follow_delivers_nothing_past_the_cutoff_from_any_fork(live):
-    """Forks written after the follow began, children before their parents (a
-    fork may be indexed before the session it names): only what the caller
+    """Forks written after the follow began, a fork of a fork of a fork
+    indexed before the sessions it descends through: only what the caller
     may see arrives, up to a later event of another session."""
     folder = live.root / FOLDER
     linked = live.base / "linked"
@@ -385,9 +385,13 @@ def test_follow_delivers_nothing_past_the_cutoff_from_any_fork(live):
     with Client(d.socket, caller={"all": True}) as everyone, Client(d.socket, caller=caller) as client:
         wait_indexed(everyone, [own, other])
         with client.follow("gnu") as follow:
-            for path, session in reversed(rest):
-                path.write_bytes(session.data())
             forks = [s for _, s in rest]
+            orphan = next(i for i, (_, s) in enumerate(rest) if s.sid == "s-c3")
+            rest.insert(0, rest.pop(orphan))  # indexed before the sessions it descends through
+            for i, (path, session) in enumerate(rest):
+                path.write_bytes(session.data())
+                if i == 0:
+                    wait_indexed(everyone, [own, other, session])
             wait_indexed(everyone, [own, other, *forks])
             with (folder / "other.jsonl").open("ab") as f:
                 f.write(jsonl(msg("o2", "o1", "user", "gnu sentinel", ts="2026-05-06T10:00:00.000Z")))
