@@ -405,6 +405,59 @@ def test_follow_delivers_nothing_past_the_cutoff_from_any_fork(live):
     assert d.stop() == 0
 
 
+def long_session() -> Session:
+    """A caller's session with a cutoff far back: 100 entries before it, 300
+    after it, and a branch rewound to `v50` written after it."""
+    entries, parent = [], None
+    for name, count in (("v", 100), ("cut", 1), ("h", 300)):
+        for i in range(count):
+            eid = name if count == 1 else f"{name}{i}"
+            entries.append(msg(eid, parent, "user", f"gnu {name} {i}"))
+            parent = eid
+    entries += [msg(f"r{i}", "v50" if i == 0 else f"r{i - 1}", "user", f"gnu r {i}") for i in range(10)]
+    return Session("s-long", v3_header("s-long", PROJ), entries, 100)
+
+
+@pytest.mark.parametrize("walk_max", [0, 10**9])
+def test_the_walk_and_the_bisection_find_the_same_caps(tmp_path, monkeypatch, walk_max):
+    """A parent hiding many entries (a cutoff far back) is not walked entry
+    by entry: each fork it does not hold the first hidden entry of is
+    bisected. Both ways find each fork's first copy of a hidden entry."""
+    from piwatchd.ingest.scan import index_once
+    from piwatchd.serve import visibility
+    from piwatchd.serve.auth import CallerScope
+    from piwatchd.store.schema import open_reader
+
+    monkeypatch.setattr(visibility, "WALK_MAX", walk_max)
+    folder = tmp_path / "sessions" / FOLDER
+    folder.mkdir(parents=True)
+    own, main = long_session(), folder / "main.jsonl"
+    branch = fork("s-branch", own, str(main), upto="r9")  # v0..v50, then r0 (after the cutoff)
+    early = fork("s-early", own, str(main), upto="v70")
+    sessions = [
+        own,
+        fork("s-full", own, str(main)),
+        early,
+        branch,
+        fork("s-before", own, str(main), upto="v99"),
+        Session("s-new", v3_header("s-new", PROJ, parentSession=str(main)), [msg("x", None, "user", "gnu")], 1),
+        fork("s-branch-fork", branch, str(folder / "s-branch.jsonl")),
+        fork("s-early-fork", early, str(folder / "s-early.jsonl")),
+    ]
+    for session in sessions:
+        (folder / ("main.jsonl" if session is own else f"{session.sid}.jsonl")).write_bytes(session.data())
+    db = tmp_path / "index.sqlite3"
+    index_once(db, [str(tmp_path / "sessions")])
+    conn = open_reader(db)
+    try:
+        scope = CallerScope(roots=None, current_session="s-long", current_file=str(main), cutoff_entry="cut")
+        caps = dict(visibility.Visibility(conn, scope).search_caps())
+    finally:
+        conn.close()
+    assert caps == {s.sid: s.visible for s in sessions if s.visible < len(s.entries)}
+    assert (caps["s-full"], caps["s-branch"], caps["s-branch-fork"]) == (100, 51, 51)
+
+
 @pytest.mark.parametrize(
     "recorded, cwd, want",
     [
