@@ -6,8 +6,9 @@ the sessions and events a response names: which session rows may be shown
 (hits, freshness, warnings, sessions, status counts), which events (read and
 trace nodes, relationship targets) and where the cutoff caps a session. Every
 lookup is by key and cached for the request, so the cost is O(what the
-response names), never O(history). A hidden session or event looks exactly
-like a missing one: the same error, the same shape.
+response names), never O(history); a caller with a cutoff adds its session's
+lineage once, O(descendants). A hidden session or event looks exactly like a
+missing one: the same error, the same shape.
 """
 
 from __future__ import annotations
