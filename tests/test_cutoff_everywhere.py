@@ -7,17 +7,26 @@ events: its name (renamed after the cutoff), event count, time span
 (`lastMs`), the `sessionName` on hits, the grouped session results, the
 freshness (no later growth or ingest time) and the `status` counts. Variants:
 the cutoff session itself, a fork recording its parent by path and one by id.
+
+Every fork (issue 33, row 1): forks of forks to any depth, parents spelled
+another way (`//dir/own.jsonl`, `/dir/./own.jsonl`, through a symlinked
+directory), a fork branched through an entry written after the cutoff, forks
+made before the cutoff (shown whole) and 60 forks of one session: search,
+follow, read, trace, sessions and status show nothing past the cutoff.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from conftest import jsonl, msg, v3_header
 from helpers.live import FOLDER, poll, search_cli
 from piwatch import wire
-from piwatch.client import Client
+from piwatch.client import Client, RequestFailed
+from piwatch.protocol import ErrorCode
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -150,6 +159,328 @@ def test_status_counts_only_visible_events_and_bytes(world):
         0,
     )
     no_later_facts(wire.to_builtins(status))
+
+
+# -- every fork (issue 33, row 1) -----------------------------------------------------
+
+MARK = "postcutoff"  # in the text of every entry past the cutoff, in every session of the lineage
+HIDDEN_MS = 1778320800000  # 2026-05-09T10:00:00Z: every entry past the cutoff is this late or later
+MANY = 60
+
+
+def later_ts(i: int) -> str:
+    return f"2026-05-09T10:00:0{i}.000Z"
+
+
+@dataclass
+class Session:
+    """A session file: its header, its entries and how many of them lead the
+    caller's view (the rest lie past the cutoff)."""
+
+    sid: str
+    header: dict
+    entries: list[dict]
+    visible: int
+
+    @property
+    def hidden_ids(self) -> set[str]:
+        return {e["id"] for e in self.entries[self.visible :]}
+
+    def data(self) -> bytes:
+        return jsonl(self.header, *self.entries)
+
+
+def own_session() -> Session:
+    """The caller's session: the cutoff `a1`, then later entries: a rename and,
+    after a rewind to `u1`, a second branch (`mb1`) written after the cutoff."""
+    later = [
+        info("mn9", "a1", LATER, later_ts(0)),
+        msg("mu2", "mn9", "user", f"gnu {MARK} in the caller's session", ts=later_ts(1)),
+        msg("mb1", "u1", "user", f"gnu {MARK} on a branch rewound to u1", ts=later_ts(2)),
+    ]
+    return Session("s-main", v3_header("s-main", PROJ), [*visible_part(), *later], 2)
+
+
+def branch_to(entries: list[dict], leaf: str) -> list[dict]:
+    """The entries from the root to `leaf`: what a branched session copies."""
+    by_id = {e["id"]: e for e in entries}
+    path, at = [], leaf
+    while at is not None:
+        path.append(by_id[at])
+        at = by_id[at]["parentId"]
+    return path[::-1]
+
+
+def fork(sid: str, parent: Session, parent_ref: str, upto: str | None = None) -> Session:
+    """A fork as Pi writes one: the parent's entries copied with their ids (all
+    of them as `pi --fork` does, or the branch from the root to `upto`), then
+    entries of its own. From its first copy of an entry its parent hides on,
+    nothing is visible; a fork that copied only visible entries is shown whole
+    (what it wrote later is its own)."""
+    copied = parent.entries if upto is None else branch_to(parent.entries, upto)
+    hidden = parent.hidden_ids
+    first_hidden = next((i for i, e in enumerate(copied) if e["id"] in hidden), None)
+    header, last = v3_header(sid, PROJ, parentSession=parent_ref), copied[-1]["id"]
+    if first_hidden is None:
+        own = [msg(f"{sid}-o1", last, "user", f"gnu own words of {sid}", ts="2026-05-02T10:00:00.000Z")]
+        return Session(sid, header, [*copied, *own], len(copied) + 1)
+    own = [
+        info(f"{sid}-n", last, LATER, later_ts(3)),
+        msg(f"{sid}-o1", f"{sid}-n", "user", f"gnu {MARK} written in {sid}", ts=later_ts(4)),
+    ]
+    return Session(sid, header, [*copied, *own], first_hidden)
+
+
+def lineage(folder: Path, linked: Path) -> list[tuple[Path, Session]]:
+    """The caller's session and every kind of fork of it, each with its file."""
+    own, main = own_session(), folder / "main.jsonl"
+    out = [(main, own)]
+
+    def add(name: str, session: Session) -> tuple[Path, Session]:
+        out.append((folder / f"{name}.jsonl", session))
+        return out[-1]
+
+    p1, c1 = add("c1", fork("s-c1", own, str(main)))
+    p2, c2 = add("c2", fork("s-c2", c1, str(p1)))  # a fork of a fork
+    add("c3", fork("s-c3", c2, str(p2)))  # three deep
+    add("dslash", fork("s-dslash", own, "/" + str(main)))  # //dir/own.jsonl
+    add("dot", fork("s-dot", own, f"{folder}/./main.jsonl"))  # /dir/./own.jsonl
+    add("link", fork("s-link", own, str(linked / "main.jsonl")))  # through a symlinked directory
+    add("dotdot", fork("s-dotdot", c1, f"{folder}/../{FOLDER}/c1.jsonl"))  # a fork of a fork, spelled
+    add("branch", fork("s-branch", own, str(main), upto="mb1"))  # through a later branch, not the cutoff
+    add("early", fork("s-early", own, str(main), upto="u1"))  # made before the cutoff: shown whole
+    add("c1early", fork("s-c1early", c1, str(p1), upto="u1"))
+    for i in range(MANY):
+        add(f"many{i:02}", fork(f"s-many{i:02}", own, str(main)))
+    return out
+
+
+def other_session() -> Session:
+    entry = msg("o1", None, "user", "gnu in an unrelated session", ts="2026-05-05T10:00:00.000Z")
+    return Session("s-other", v3_header("s-other", PROJ), [entry], 1)
+
+
+def gnu_entries(sessions, *, visible_only: bool) -> set[tuple[str, str]]:
+    """The (session, entry) pairs holding the word `gnu`, all or only those the caller may see."""
+    return {
+        (s.sid, e["id"])
+        for s in sessions
+        for e in (s.entries[: s.visible] if visible_only else s.entries)
+        if "gnu" in json.dumps(e.get("message", {}))
+    }
+
+
+def all_hits(client: Client, query: str, filters: dict | None = None) -> list[wire.Hit]:
+    hits: list[wire.Hit] = []
+    while True:
+        page = client.search(query, filters=filters, limit=wire.MAX_LIMIT, offset=len(hits))
+        hits += page.hits
+        if not page.has_more:
+            return hits
+
+
+def wait_indexed(client: Client, sessions) -> None:
+    """Until a caller who sees everything finds every `gnu` entry (searchable, not just committed)."""
+    want = gnu_entries(sessions, visible_only=False)
+    poll(lambda: {(h.session_id, h.entry_id) for h in all_hits(client, "gnu")} == want, 60, message="all indexed")
+
+
+def assert_nothing_later(value, hidden: set[str]) -> None:
+    text = json.dumps(wire.to_builtins(value))
+    for word in (LATER, MARK, "2026-05-09", *(f'"{eid}"' for eid in hidden)):
+        assert word not in text, (word, text[:2000])
+
+
+@dataclass
+class Forks:
+    client: Client
+    sessions: dict[str, Session]
+    hidden: set[str]  # every entry id past the cutoff (hidden wherever it is copied)
+
+    @property
+    def shown(self) -> list[Session]:
+        return [s for s in self.sessions.values() if s.sid != "s-main"]
+
+
+@pytest.fixture
+def forks(live):
+    folder = live.root / FOLDER
+    linked = live.base / "linked"
+    linked.symlink_to(folder)
+    files = [*lineage(folder, linked), (folder / "other.jsonl", other_session())]
+    for path, session in files:
+        path.write_bytes(session.data())
+    d = live.daemon()
+    sessions = {s.sid: s for _, s in files}
+    with Client(d.socket, caller={"all": True}) as everyone:
+        wait_indexed(everyone, sessions.values())
+    caller = {"cwd": PROJ, "sessionId": "s-main", "sessionFile": str(folder / "main.jsonl"), "cutoffEntryId": "a1"}
+    with Client(d.socket, caller=caller) as client:
+        yield Forks(client, sessions, set().union(*(s.hidden_ids for s in sessions.values())))
+    assert d.stop() == 0
+
+
+def test_search_finds_nothing_past_the_cutoff_in_any_fork(forks):
+    client = forks.client
+    assert client.search(MARK, limit=wire.MAX_LIMIT).hits == []
+    hits = all_hits(client, "gnu")
+    assert {(h.session_id, h.entry_id) for h in hits} == gnu_entries(forks.shown, visible_only=True)
+    named = ["s-main", "s-c3", "s-dslash", "s-link", "s-branch", f"s-many{MANY - 1:02}"]
+    targeted = all_hits(client, "gnu", {"sessionId": named})
+    want = gnu_entries([forks.sessions[sid] for sid in named], visible_only=True)
+    assert {(h.session_id, h.entry_id) for h in targeted} == want
+    grouped = client.request("search", {"query": "gnu", "group": "session", "limit": wire.MAX_LIMIT})
+    assert {s.session_id for s in grouped.sessions} == {s.sid for s in forks.shown}
+    for item in grouped.sessions:
+        assert item.session_name == (None if item.session_id == "s-other" else EARLY), item
+    assert_nothing_later([hits, targeted, grouped], forks.hidden)
+
+
+def test_read_and_trace_show_nothing_past_the_cutoff_in_any_fork(forks):
+    client = forks.client
+    for session in forks.sessions.values():
+        if session.sid == "s-other":
+            continue
+        for eid in session.hidden_ids:
+            for op in (client.read, client.trace):
+                with pytest.raises(RequestFailed) as err:
+                    op(session.sid, eid)
+                assert err.value.code == ErrorCode.NOT_FOUND, (session.sid, eid)
+        for order in ("append", "branch"):
+            read = client.read(session.sid, "u1", before=10, after=10, order=order)
+            assert_nothing_later(read, forks.hidden)
+        assert_nothing_later(client.trace(session.sid, "u1"), forks.hidden)
+        assert_nothing_later(client.trace(session.sid, "n0"), forks.hidden)
+
+
+def test_sessions_and_status_count_nothing_past_the_cutoff_in_any_fork(forks):
+    client = forks.client
+    listed = client.sessions(limit=wire.MAX_SESSIONS_LIMIT)
+    items = {s.session_id: s for s in listed.sessions}
+    assert set(items) == {s.sid for s in forks.shown}
+    for session in forks.shown:
+        item = items[session.sid]
+        assert item.events == session.visible and item.last_ms < HIDDEN_MS, item
+        assert item.name == (None if session.sid == "s-other" else EARLY), item
+    assert_nothing_later(listed, forks.hidden)
+    status = client.status()
+    assert status.sessions == len(forks.sessions)
+    assert status.events == sum(s.visible for s in forks.sessions.values())
+    assert_nothing_later(status, forks.hidden)
+
+
+def test_follow_delivers_nothing_past_the_cutoff_from_any_fork(live):
+    """Forks written after the follow began, a fork of a fork of a fork
+    indexed before the sessions it descends through: only what the caller
+    may see arrives, up to a later event of another session."""
+    folder = live.root / FOLDER
+    linked = live.base / "linked"
+    linked.symlink_to(folder)
+    (main, own), *rest = lineage(folder, linked)
+    other = other_session()
+    main.write_bytes(own.data())
+    (folder / "other.jsonl").write_bytes(other.data())
+    d = live.daemon()
+    caller = {"cwd": PROJ, "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "a1"}
+    with Client(d.socket, caller={"all": True}) as everyone, Client(d.socket, caller=caller) as client:
+        wait_indexed(everyone, [own, other])
+        with client.follow("gnu") as follow:
+            forks = [s for _, s in rest]
+            orphan = next(i for i, (_, s) in enumerate(rest) if s.sid == "s-c3")
+            rest.insert(0, rest.pop(orphan))  # indexed before the sessions it descends through
+            for i, (path, session) in enumerate(rest):
+                path.write_bytes(session.data())
+                if i == 0:
+                    wait_indexed(everyone, [own, other, session])
+            wait_indexed(everyone, [own, other, *forks])
+            with (folder / "other.jsonl").open("ab") as f:
+                f.write(jsonl(msg("o2", "o1", "user", "gnu sentinel", ts="2026-05-06T10:00:00.000Z")))
+            got: set[tuple[str, str]] = set()
+            for update in follow.updates(timeout=30):
+                got |= {(h.session_id, h.entry_id) for h in update.hits}
+                assert_nothing_later(update, set().union(*(s.hidden_ids for s in [own, *forks])))
+                if ("s-other", "o2") in got:
+                    break
+    assert got == gnu_entries(forks, visible_only=True) | {("s-other", "o2")}
+    assert d.stop() == 0
+
+
+def long_session() -> Session:
+    """A caller's session with a cutoff far back: 100 entries before it, 300
+    after it, and a branch rewound to `v50` written after it."""
+    entries, parent = [], None
+    for name, count in (("v", 100), ("cut", 1), ("h", 300)):
+        for i in range(count):
+            eid = name if count == 1 else f"{name}{i}"
+            entries.append(msg(eid, parent, "user", f"gnu {name} {i}"))
+            parent = eid
+    entries += [msg(f"r{i}", "v50" if i == 0 else f"r{i - 1}", "user", f"gnu r {i}") for i in range(10)]
+    return Session("s-long", v3_header("s-long", PROJ), entries, 100)
+
+
+@pytest.mark.parametrize("walk_max", [0, 10**9])
+def test_the_walk_and_the_bisection_find_the_same_caps(tmp_path, monkeypatch, walk_max):
+    """A parent hiding many entries (a cutoff far back) is not walked entry
+    by entry: each fork it does not hold the first hidden entry of is
+    bisected. Both ways find each fork's first copy of a hidden entry."""
+    from piwatchd.ingest.scan import index_once
+    from piwatchd.serve import visibility
+    from piwatchd.serve.auth import CallerScope
+    from piwatchd.store.schema import open_reader
+
+    monkeypatch.setattr(visibility, "WALK_MAX", walk_max)
+    folder = tmp_path / "sessions" / FOLDER
+    folder.mkdir(parents=True)
+    own, main = long_session(), folder / "main.jsonl"
+    branch = fork("s-branch", own, str(main), upto="r9")  # v0..v50, then r0 (after the cutoff)
+    early = fork("s-early", own, str(main), upto="v70")
+    sessions = [
+        own,
+        fork("s-full", own, str(main)),
+        early,
+        branch,
+        fork("s-before", own, str(main), upto="v99"),
+        Session("s-new", v3_header("s-new", PROJ, parentSession=str(main)), [msg("x", None, "user", "gnu")], 1),
+        fork("s-branch-fork", branch, str(folder / "s-branch.jsonl")),
+        fork("s-early-fork", early, str(folder / "s-early.jsonl")),
+    ]
+    for session in sessions:
+        (folder / ("main.jsonl" if session is own else f"{session.sid}.jsonl")).write_bytes(session.data())
+    db = tmp_path / "index.sqlite3"
+    index_once(db, [str(tmp_path / "sessions")])
+    conn = open_reader(db)
+    try:
+        scope = CallerScope(roots=None, current_session="s-long", current_file=str(main), cutoff_entry="cut")
+        caps = dict(visibility.Visibility(conn, scope).search_caps())
+    finally:
+        conn.close()
+    assert caps == {s.sid: s.visible for s in sessions if s.visible < len(s.entries)}
+    assert (caps["s-full"], caps["s-branch"], caps["s-branch-fork"]) == (100, 51, 51)
+
+
+@pytest.mark.parametrize(
+    "recorded, cwd, want",
+    [
+        ("/a/sessions/own.jsonl", "/work/proj", "/a/sessions/own.jsonl"),
+        ("//a/sessions/own.jsonl", "/work/proj", "/a/sessions/own.jsonl"),
+        ("///a//sessions///own.jsonl", None, "/a/sessions/own.jsonl"),
+        ("/a/sessions/./own.jsonl", None, "/a/sessions/own.jsonl"),
+        ("/a/x/../sessions/own.jsonl", None, "/a/sessions/own.jsonl"),
+        ("/a/sessions/own.jsonl/", None, "/a/sessions/own.jsonl"),
+        ("own.jsonl", "/work/proj", "/work/proj/own.jsonl"),
+        ("./s/own.jsonl", "//work/proj/", "/work/proj/s/own.jsonl"),
+        ("../s/own.jsonl", "/work/proj", "/work/s/own.jsonl"),
+        ("s/own.jsonl", None, "s/own.jsonl"),
+        ("s/../own.jsonl", "relative/cwd", "relative/cwd/own.jsonl"),
+        ("0198c4c6-8e1f-7000-9c3e-6b0f8a6d2e11", "/work/proj", "0198c4c6-8e1f-7000-9c3e-6b0f8a6d2e11"),
+        ("s-main", None, "s-main"),
+        ("", "/work/proj", None),
+    ],
+)
+def test_a_parent_reference_as_pi_means_it(recorded, cwd, want):
+    from piwatchd.model.lineage import normal_ref
+
+    assert normal_ref(recorded, cwd) == want
 
 
 @pytest.mark.parametrize(

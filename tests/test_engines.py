@@ -106,6 +106,7 @@ def _session_facts(conn):
 def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
     sessions = _session_facts(conn)
     sid, _, count = max(sessions, key=lambda r: r[2])
+    low = max(1, min(r[2] for r in sessions) // 2)
     ts = sorted(r[0] for r in conn.execute("SELECT ts_ms FROM events WHERE ts_ms IS NOT NULL"))
     mid = ts[len(ts) // 2]
     path = conn.execute("SELECT path FROM file_evidence ORDER BY path LIMIT 1 OFFSET 3").fetchone()[0]
@@ -138,6 +139,8 @@ def filter_cases(conn: sqlite3.Connection) -> list[tuple[str, SearchFilters]]:
         ("roots: none", SearchFilters(authorized_roots=())),
         ("roots: /", SearchFilters(authorized_roots=("/",))),
         ("cutoff", SearchFilters(ordinal_caps=((sid, count // 2),))),
+        # Caps are grouped by value (one filter per value): every session at one, the largest at another.
+        ("cutoffs", SearchFilters(ordinal_caps=tuple((s, count // 2 if s == sid else low) for s, *_ in sessions))),
         ("own results hidden", SearchFilters(exclude_own_results=True)),
         ("files any", SearchFilters(files=(path,))),
         ("files dir read", SearchFilters(files=(read.rsplit("/", 1)[0],), file_mode="read")),

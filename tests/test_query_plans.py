@@ -21,8 +21,8 @@ from piwatch.client import Client, LocalTransport
 from test_read_trace import SID, seed_session, ts
 
 from piwatchd.ingest.scan import index_once
-from piwatchd.store.catalog import child_sessions
-from piwatchd.store.schema import ensure_schema, open_reader, open_writer
+from piwatchd.store.catalog import descendants
+from piwatchd.store.schema import open_reader, open_writer
 
 FORK = "fork-1"
 
@@ -129,6 +129,7 @@ STATS = [
     ("relationships", "relationships_to", "33054 46 2"),
     ("sessions", "sessions_cwd", "720 24"),
     ("sessions", "sessions_cwd_real", "720 24"),
+    ("sessions", "sessions_file", "720 1"),
     ("sessions", "sessions_fork", "24 1"),
     ("sessions", "sqlite_autoindex_sessions_1", "720 1"),
     ("sources", "sqlite_autoindex_sources_1", "720 1"),
@@ -212,7 +213,7 @@ def test_every_index_is_used_by_a_plan(planned):
 
 
 # What a plan may scan whole: the session catalog, a JSON id list, a recursive walk's queue.
-_SCANNABLE = {"sessions", "s", "sources", "src", "json_each", "up", "text_debt", "d"}
+_SCANNABLE = {"sessions", "s", "sources", "src", "json_each", "up", "lineage", "l", "text_debt", "d"}
 
 
 def test_no_statement_scans_a_per_event_table(planned):
@@ -242,7 +243,9 @@ def test_no_statement_scans_a_per_event_table(planned):
         ("(e.session_key, e.entry_id) IN (SELECT", "file_evidence_path"),
         ("f.call_id =", "fragments_call"),
         ("s.cwd_norm = ", "sessions_cwd"),
-        ("parent_session IN (", "sessions_fork"),
+        ("c.parent_ref IN (SELECT value", "sessions_fork"),
+        ("c.parent_ref IN (p.session_id", "sessions_fork"),
+        ("p.file_ref = c.parent_ref", "sessions_file"),
     ],
 )
 def test_lookups_use_their_index(planned, fragment, index):
@@ -252,48 +255,36 @@ def test_lookups_use_their_index(planned, fragment, index):
     assert any(any(index in line for line in lines) for _, lines in seen), seen[:2]
 
 
-def _fork_lookup_plan(conn: sqlite3.Connection, roots: tuple[str, ...] | None) -> list[str]:
+def _fork_lookup_plan(conn: sqlite3.Connection) -> list[str]:
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    child_sessions(conn, ["some-parent", "/p/some-parent.jsonl"], exclude="some-parent", roots=roots)
+    descendants(conn, "some-parent", ["/p/some-parent.jsonl"])
     conn.set_trace_callback(None)
-    (sql,) = [s for s in statements if "parent_session IN" in s]
+    (sql,) = [s for s in statements if "WITH RECURSIVE lineage" in s]
     return [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
 
 
-@pytest.mark.parametrize("roots", [None, ("/work/proj",)])
-def test_a_history_without_forks_still_finds_forks_through_their_index(tmp_path, roots):
-    """Most histories have no fork: every parent_session is NULL. A full index
+def test_a_history_without_forks_still_finds_forks_through_their_index(tmp_path):
+    """Most histories have no fork: every parent_ref is NULL. A full index
     of that column then has statistics saying one lookup returns every
     session (the 1 GB corpus: `4216 401`), and the planner walked every
-    session in id order instead. The partial index has no such row."""
+    session in id order instead. The partial index has no such row: the
+    lineage's seed and each of its steps search it."""
     conn = open_writer(tmp_path / "index.sqlite3", engine="fts5")
     n = 2000
     conn.executemany("INSERT INTO sources(source_id, path) VALUES (?, ?)", [(i, f"/p/{i}.jsonl") for i in range(n)])
     conn.executemany(
-        "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, format, version) VALUES (?,?,?,?,?,'v3',3)",
-        [(f"s{i:05}", i, *[f"/work/proj{i % 30}"] * 3) for i in range(n)],
+        "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, file_ref, format, version)"
+        " VALUES (?,?,?,?,?,?,'v3',3)",
+        [(f"s{i:05}", i, *[f"/work/proj{i % 30}"] * 3, f"/p/{i}.jsonl") for i in range(n)],
     )
     conn.execute("ANALYZE")  # the statistics of this history, as a real one has them
     conn.commit()
     conn.close()
     conn = open_reader(tmp_path / "index.sqlite3")
     try:
-        plan = _fork_lookup_plan(conn, roots)
+        plan = _fork_lookup_plan(conn)
     finally:
         conn.close()
-    assert any("USING INDEX sessions_fork" in line for line in plan), plan
-
-
-def test_an_index_file_with_the_full_parent_index_gets_the_partial_one_in_place(tmp_path):
-    db = tmp_path / "index.sqlite3"
-    conn = open_writer(db, engine="fts5")
-    conn.execute("DROP INDEX sessions_fork")
-    conn.execute("CREATE INDEX sessions_parent ON sessions(parent_session)")
-    conn.commit()
-    try:
-        assert ensure_schema(conn, engine="fts5") is False  # the rows stay: no rebuild
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
-        assert "sessions_fork" in names and "sessions_parent" not in names
-    finally:
-        conn.close()
+    assert sum("USING INDEX sessions_fork" in line for line in plan) == 2, plan
+    assert not any(re.match(r"SCAN (c|p|s)\b", line) for line in plan), plan

@@ -146,7 +146,7 @@ class Ingestor:
     def _new_session(self, source_id: int, path: str, header: Header, window: Window) -> None:
         """The session row, once its header is read (`window` has fed the bytes up to it)."""
         self._claim_session(source_id, path, header)
-        self.writer.upsert_session(source_id, header, self._agent(path, window))
+        self.writer.upsert_session(source_id, path, header, self._agent(path, window))
         if header.title is not None:
             self.writer.set_name(header.session_id, session_name(header.title, self.rules))
 

@@ -21,6 +21,7 @@ import msgspec
 import orjson
 from piwatch import wire
 
+from ..store.ids import IN_IDS, id_list
 from ..store.redaction import index_rules, redaction_totals
 from ..text.engine import engine_of, index_bytes
 from ..text.query import roots_clause
@@ -98,8 +99,7 @@ class _Scope:
 
 
 def _scope(roots: tuple[str, ...] | None, exclude_sessions: Sequence[str]) -> _Scope:
-    marks = ",".join("?" * len(exclude_sessions))
-    excluded = list(exclude_sessions)
+    excluded = [id_list(exclude_sessions)] if exclude_sessions else []
     if roots is None:
         params: list[object] = []
         scope_from, scope_where = "sources src", "1"
@@ -109,9 +109,10 @@ def _scope(roots: tuple[str, ...] | None, exclude_sessions: Sequence[str]) -> _S
         scope_where = clause
     session_where, session_params = ("1", []) if roots is None else roots_clause("s.cwd_real", roots)
     if excluded:
-        scope_where += f" AND src.source_id NOT IN (SELECT source_id FROM sessions WHERE session_id IN ({marks}))"
+        # One parameter however many forks the cutoff caps.
+        scope_where += f" AND src.source_id NOT IN (SELECT source_id FROM sessions WHERE session_id {IN_IDS})"
         params = [*params, *excluded]
-        session_where += f" AND s.session_id NOT IN ({marks})"
+        session_where += f" AND s.session_id NOT {IN_IDS}"
         session_params = [*session_params, *excluded]
     return _Scope(scope_from, scope_where, params, session_where, session_params, roots is None)
 

@@ -6,8 +6,9 @@ the sessions and events a response names: which session rows may be shown
 (hits, freshness, warnings, sessions, status counts), which events (read and
 trace nodes, relationship targets) and where the cutoff caps a session. Every
 lookup is by key and cached for the request, so the cost is O(what the
-response names), never O(history). A hidden session or event looks exactly
-like a missing one: the same error, the same shape.
+response names), never O(history); a caller with a cutoff adds its session's
+lineage once, O(descendants). A hidden session or event looks exactly like a
+missing one: the same error, the same shape.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import NamedTuple
 
 from piwatch import wire
 
-from ..store.catalog import SessionRow, child_sessions, session_rows, sessions_with_prefix
+from ..store.catalog import SessionRow, canonical_ref, descendants, session_rows, sessions_with_prefix
 from ..store.ids import IN_IDS, KEY, id_list
 from ..text.search import iso_time
 from .auth import CallerScope
@@ -26,6 +27,10 @@ from .auth import CallerScope
 __all__ = ["NOT_FOUND_MESSAGE", "SessionView", "Visibility"]
 
 NOT_FOUND_MESSAGE = "no such event in the sessions this caller may see"
+
+# A parent hiding fewer entries than this has each looked up in a fork in one
+# statement (~1 us each in SQLite); past it, bisecting the fork is cheaper.
+WALK_MAX = 256
 
 
 class SessionView(NamedTuple):
@@ -44,6 +49,7 @@ class Visibility:
         self.scope = scope
         self._rows: dict[str, SessionRow | None] = {}
         self._cutoff_ordinals: dict[str, int | None] = {}
+        self._lineage: dict[str, int] | None = None  # first hidden ordinals (`_caps`)
 
     # -- sessions ----------------------------------------------------------------
 
@@ -68,6 +74,7 @@ class Visibility:
         """Forget cached rows (after waiting for ingest, progress has moved)."""
         self._rows.clear()
         self._cutoff_ordinals.clear()
+        self._lineage = None
 
     def session(self, session_id: str) -> SessionRow | None:
         """The session's row if the caller may see the session, else None
@@ -94,16 +101,14 @@ class Visibility:
         return list(self.sessions(candidates))[:limit]
 
     # -- the invocation cutoff -------------------------------------------------------
-
-    def _cutoff_parents(self) -> tuple[str, ...]:
-        """How a fork of the caller's session records its parent: the id or the file."""
-        own = self.scope.current_session
-        if not own:
-            return ()
-        self.load((own,))
-        row = self._rows.get(own)
-        refs = [own, self.scope.current_file, row.path if row else None]
-        return tuple(r for r in dict.fromkeys(refs) if r)
+    #
+    # The caller's session hides the cutoff entry and everything after it. A
+    # fork copies its parent's entries with their ids, in their order (`pi
+    # --fork` all of them, a branched session the path to its leaf), so in
+    # every session descending from the caller's, to any depth, the first of
+    # these starts what it hides: its copy of the cutoff entry, its copy of an
+    # entry its parent hides. A fork that copied nothing hidden (made before
+    # the cutoff) is not capped: what it wrote itself is its own session's.
 
     def _ordinal_of_cutoff(self, session_id: str) -> int | None:
         if session_id not in self._cutoff_ordinals:
@@ -114,18 +119,92 @@ class Visibility:
             self._cutoff_ordinals[session_id] = row[0] if row else None
         return self._cutoff_ordinals[session_id]
 
+    def _first_hidden_copy(self, fork: str, parent: str, parent_cap: int) -> int | None:
+        """The fork's ordinal of its first copy of an entry its parent hides,
+        or None. A fork holds its copies first, in its parent's order (as Pi
+        copies: `--fork` every entry, a branch the path to its leaf), so it is
+        its copy of the first hidden entry it holds in the parent's order:
+        one statement when the parent hides few entries (a caller's cutoff is
+        its present), or the copy of the first one (a fork made after the
+        cutoff); else bisection (`_bisect_hidden_copy`)."""
+        (end,) = self.conn.execute(f"SELECT max(ordinal) FROM events WHERE session_key = {KEY}", (parent,)).fetchone()
+        few = end is not None and end - parent_cap < WALK_MAX
+        if few:  # each hidden entry looked up in the fork
+            where = f"p.session_key = {KEY} AND p.ordinal >= ?"
+        else:  # the first hidden entry alone
+            where = f"p.event_rowid = (SELECT event_rowid FROM events WHERE session_key = {KEY} AND ordinal >= ? ORDER BY ordinal LIMIT 1)"
+        first = self.conn.execute(
+            f"SELECT f.ordinal FROM events p JOIN events f ON f.session_key = {KEY} AND f.entry_id = p.entry_id"
+            f" WHERE {where} ORDER BY p.ordinal LIMIT 1",
+            (fork, parent, parent_cap),
+        ).fetchone()
+        if first is not None:
+            return int(first[0])
+        return None if few else self._bisect_hidden_copy(fork, parent, parent_cap)
+
+    def _bisect_hidden_copy(self, fork: str, parent: str, parent_cap: int) -> int | None:
+        """`_first_hidden_copy` for a fork made before the cutoff, or branched
+        through a later entry: along the fork, "its own entry, or a copy of a
+        hidden one" turns true once; the turn is found in O(log fork) lookups."""
+
+        def hidden_copy(row: tuple[int, int | None] | None) -> bool:
+            return row is not None and row[1] is not None and row[1] >= parent_cap
+
+        (end,) = self.conn.execute(f"SELECT max(ordinal) FROM events WHERE session_key = {KEY}", (fork,)).fetchone()
+        lo, hi = 0, -1 if end is None else end + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = self._copy_at(fork, parent, mid)
+            if row is None or row[1] is None or hidden_copy(row):
+                hi = mid
+            else:
+                lo = row[0] + 1  # every ordinal up to this event's is a copy of a visible entry
+        row = self._copy_at(fork, parent, lo)
+        return row[0] if row is not None and hidden_copy(row) else None
+
+    def _copy_at(self, fork: str, parent: str, ordinal: int) -> tuple[int, int | None] | None:
+        """The fork's first event at or after `ordinal`, and the parent's
+        ordinal of the same entry (None: the fork's own)."""
+        row: tuple[int, int | None] | None = self.conn.execute(
+            f"SELECT f.ordinal, p.ordinal FROM events f"
+            f" LEFT JOIN events p ON p.session_key = {KEY} AND p.entry_id = f.entry_id"
+            f" WHERE f.session_key = {KEY} AND f.ordinal >= ? ORDER BY f.ordinal LIMIT 1",
+            (parent, fork, ordinal),
+        ).fetchone()
+        return row
+
+    def _lineage_caps(self) -> dict[str, int]:
+        """First hidden ordinal of the caller's session (-1: all of it while
+        the cutoff entry is not indexed) and of each descendant that copied
+        something it hides. One walk of the lineage, O(descendants)."""
+        own = self.scope.current_session
+        assert own is not None
+        ordinal = self._ordinal_of_cutoff(own)
+        caps = {own: -1 if ordinal is None else ordinal}
+        file = canonical_ref(self.scope.current_file) if self.scope.current_file else None
+        for sid, parent in descendants(self.conn, own, [file] if file else []):
+            found = [self._ordinal_of_cutoff(sid)]
+            if (parent_cap := caps.get(parent or own)) is not None:
+                found.append(self._first_hidden_copy(sid, parent or own, parent_cap))
+            if (cap := min((o for o in found if o is not None), default=None)) is not None:
+                caps[sid] = cap
+        return caps
+
+    def _caps(self) -> dict[str, int]:
+        if self._lineage is None:
+            self._lineage = self._lineage_caps() if self.has_cutoff else {}
+        return self._lineage
+
     def cap(self, session_id: str) -> int | None:
-        """First hidden ordinal of a session (the invoking entry and everything
-        after it, in the caller's session and in forks that copied it), or None."""
+        """First hidden ordinal of a session (the cutoff entry and everything
+        after it, in the caller's session and in every session copying it),
+        or None. A session outside the lineage that holds a copy of the
+        cutoff entry (a fork indexed before the session it names) is capped
+        at it too."""
         if not self.has_cutoff:
             return None
-        if session_id == self.scope.current_session:
-            ordinal = self._ordinal_of_cutoff(session_id)
-            return -1 if ordinal is None else ordinal  # an unknown cutoff hides the whole session
-        row = self.session(session_id)
-        if row is None or row.parent_session not in self._cutoff_parents():
-            return None
-        return self._ordinal_of_cutoff(session_id)
+        caps = self._caps()
+        return caps[session_id] if session_id in caps else self._ordinal_of_cutoff(session_id)
 
     def session_view(self, session_id: str) -> SessionView | None:
         """What the caller may see of a session's name, time span and event
@@ -166,7 +245,7 @@ class Visibility:
 
     def capped_spans(self) -> dict[str, tuple[int | None, int | None]]:
         """(first_ms, last_ms) of the caller's visible events of each fork that
-        copied its session (at most `child_sessions`' 50): a listing orders and
+        copied its session (every one, to any depth): a listing orders and
         filters them by these, not by their later activity."""
         own = self.scope.current_session
         spans = {}
@@ -229,21 +308,26 @@ class Visibility:
                 item.session_name = view.name
                 item.first_timestamp, item.last_timestamp = iso_time(view.first_ms), iso_time(view.last_ms)
 
-    def search_caps(self) -> tuple[tuple[str, int], ...]:
-        """Every cap a search must apply: the caller's session and its forks."""
+    def search_caps(self, events: tuple[int, ...] = ()) -> tuple[tuple[str, int], ...]:
+        """Every cap a search must apply: the caller's session and each
+        descendant the caller may see. `events`: a search restricted to these
+        (a follow's new events, delivered once): their sessions holding a copy
+        of the cutoff entry are capped too, though not in the lineage yet."""
         if not self.has_cutoff:
             return ()
-        assert self.scope.current_session is not None
-        own_cap = self.cap(self.scope.current_session)
-        caps = [(self.scope.current_session, -1 if own_cap is None else own_cap)]
-        # Forks outside the authorized roots are invisible anyway: look only under them.
-        for child in child_sessions(
-            self.conn, self._cutoff_parents(), exclude=self.scope.current_session, roots=self.scope.roots
-        ):
-            ordinal = self._ordinal_of_cutoff(child)
-            if ordinal is not None:
-                caps.append((child, ordinal))
-        return tuple(caps)
+        own = self.scope.current_session
+        assert own is not None
+        caps = dict(self._caps())
+        if events:
+            for (sid,) in self.conn.execute(
+                f"SELECT DISTINCT s.session_id FROM events e JOIN sessions s ON s.session_key = e.session_key"
+                f" WHERE e.event_rowid {IN_IDS}",
+                (id_list(events),),
+            ):
+                if sid not in caps and (ordinal := self._ordinal_of_cutoff(sid)) is not None:
+                    caps[sid] = ordinal
+        seen = self.sessions(sid for sid in caps if sid != own)  # the others are invisible anyway
+        return ((own, caps[own]), *((sid, cap) for sid, cap in caps.items() if sid in seen))
 
     # -- events ----------------------------------------------------------------------
 

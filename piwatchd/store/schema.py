@@ -29,16 +29,11 @@ __all__ = [
     "searchable_bytes",
 ]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Index changes made after an index file of this SCHEMA_VERSION may have been
-# built: its rows stay valid, so they are made in place (no rebuild).
-# sessions_fork: a session's forks (trace, visibility) without a scan of every
-# session. Partial, because most histories have no fork at all: a full index
-# then holds one value (NULL) whose statistics say "a lookup returns every
-# session", and the planner walks the primary key in id order instead.
-_FORK_INDEX = "sessions_fork ON sessions(parent_session) WHERE parent_session IS NOT NULL"
-_INDEX_CHANGES = ("DROP INDEX IF EXISTS sessions_parent", f"CREATE INDEX IF NOT EXISTS {_FORK_INDEX}")
+# built: its rows stay valid, so they are made in place (no rebuild). None yet.
+_INDEX_CHANGES: tuple[str, ...] = ()
 
 _TABLES = (
     "fragments",
@@ -102,6 +97,8 @@ CREATE TABLE sessions (
     created           TEXT,
     name              TEXT,
     parent_session    TEXT,   -- as recorded: a path (parentSession / branchedFrom) or an id
+    parent_ref        TEXT,   -- the parent as Pi means it: the recorded path made canonical, or the id (store.catalog)
+    file_ref          TEXT,   -- this session's file, canonical as a fork's parent_ref names it
     format            TEXT NOT NULL,
     version           INTEGER NOT NULL,
     leaf_id           TEXT,   -- the materialized leaf: last appended entry
@@ -113,6 +110,13 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_cwd ON sessions(cwd_norm);
 CREATE INDEX sessions_cwd_real ON sessions(cwd_real);
+-- A session's forks (lineage, trace, visibility) without a scan of every
+-- session. Partial, because most histories have no fork at all: a full index
+-- then holds one value (NULL) whose statistics say "a lookup returns every
+-- session", and the planner walks the primary key in id order instead.
+CREATE INDEX sessions_fork ON sessions(parent_ref) WHERE parent_ref IS NOT NULL;
+-- A fork's parent, by the file it names.
+CREATE INDEX sessions_file ON sessions(file_ref);
 
 -- AUTOINCREMENT: rowids are never reused, so a text-index document of a
 -- deleted event can never name a different event later.
@@ -295,9 +299,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None, engine: 
     tables = [t for e in all_engines() for t in e.tables] + list(_TABLES)
     drops = "".join(f"DROP TABLE IF EXISTS {table};" for table in tables)
     # One script, one transaction: a crash leaves the old schema or the new.
-    conn.executescript(
-        f"BEGIN IMMEDIATE;{drops}{_SCHEMA}CREATE INDEX {_FORK_INDEX};{text.schema_sql};PRAGMA user_version = {SCHEMA_VERSION};"
-    )
+    conn.executescript(f"BEGIN IMMEDIATE;{drops}{_SCHEMA}{text.schema_sql};PRAGMA user_version = {SCHEMA_VERSION};")
     try:
         conn.execute("INSERT INTO index_meta(key, value) VALUES ('engine', ?)", (engine,))
         record_rules(conn, rules)

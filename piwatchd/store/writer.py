@@ -24,6 +24,7 @@ from ..model.events import Diagnostic, Event, Fragment, FragmentKind, Header, ex
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
 from ..text.engine import AfterCommitFeed, Repaid, RepayProgress, TextWriter, Written, engine_of
+from .catalog import canonical_ref
 from .ids import IN_IDS, id_list, session_key
 from .redaction import add_counts
 
@@ -333,13 +334,16 @@ class IndexWriter:
         self.conn.execute("DELETE FROM relationships WHERE session_key=?", (key,))
         self.conn.execute("DELETE FROM sessions WHERE session_key=?", (key,))
 
-    def upsert_session(self, source_id: int, header: Header, agent: str = "pi") -> None:
+    def upsert_session(self, source_id: int, path: str, header: Header, agent: str = "pi") -> None:
+        """The session row of a header read from `path`: its lineage references
+        in their canonical spelling (`catalog.canonical_ref`), so a fork finds
+        its parent however either path was written."""
         self.conn.execute(
-            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, format,"
-            " version, agent) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET"
+            "INSERT INTO sessions(session_id, source_id, cwd, cwd_norm, cwd_real, created, parent_session, parent_ref,"
+            " file_ref, format, version, agent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET"
             " source_id=excluded.source_id, cwd=excluded.cwd, cwd_norm=excluded.cwd_norm, cwd_real=excluded.cwd_real,"
-            " created=excluded.created, parent_session=excluded.parent_session, format=excluded.format,"
-            " version=excluded.version, agent=excluded.agent",
+            " created=excluded.created, parent_session=excluded.parent_session, parent_ref=excluded.parent_ref,"
+            " file_ref=excluded.file_ref, format=excluded.format, version=excluded.version, agent=excluded.agent",
             (
                 header.session_id,
                 source_id,
@@ -348,6 +352,8 @@ class IndexWriter:
                 canonical_cwd(header.cwd),
                 header.timestamp,
                 header.parent_session,
+                canonical_ref(header.parent_session, header.cwd),
+                canonical_ref(path),
                 header.format.value,
                 header.version,
                 agent,

@@ -33,6 +33,7 @@ __all__ = [
     "filter_clauses",
     "session_filter_clauses",
     "overridden",
+    "caps_by_ordinal",
     "validate_page",
     "visible_scope",
     "roots_clause",
@@ -170,6 +171,18 @@ class SearchRequest:
     own_forms: bool = False
 
 
+def caps_by_ordinal(caps: tuple[tuple[str, int], ...]) -> list[tuple[int, list[str]]]:
+    """Ordinal caps grouped by their value: (cap, its sessions), lowest first.
+    Forks copy their parent's entries in place, so most capped sessions of a
+    lineage share one cap; a filter per value, not per session, keeps a
+    search's cost from growing with the number of forks (each range filter
+    costs the text index a pass over its ordinals). Pure."""
+    groups: dict[int, list[str]] = {}
+    for session_id, cap in caps:
+        groups.setdefault(cap, []).append(session_id)
+    return sorted(groups.items())
+
+
 def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:
     if values:
         where.append(f"{column} IN ({','.join('?' * len(values))})")
@@ -285,9 +298,9 @@ def filter_clauses(f: SearchFilters) -> tuple[list[str], list[Any]]:
         # The calls of piwatch's own tools would echo earlier queries back as hits.
         where.append(f"NOT (f.kind = 'tool.call' AND f.tool_name IN ({','.join('?' * len(OWN_TOOLS))}))")
         params.extend(OWN_TOOLS)
-    for session_id, cap in f.ordinal_caps:
-        where.append("(s.session_id != ? OR e.ordinal < ?)")
-        params.extend([session_id, cap])
+    for cap, sessions in caps_by_ordinal(f.ordinal_caps):
+        where.append("(s.session_id NOT IN (SELECT value FROM json_each(?)) OR e.ordinal < ?)")
+        params.extend([json.dumps(sessions), cap])
     _in("e.branch_state", f.branch_states, where, params)
     _in("e.selection_state", f.selection_states, where, params)
     if f.files:

@@ -64,7 +64,7 @@ def search(
             request.filters,
             authorized_roots=scope.roots,
             exclude_sessions=request.filters.exclude_sessions + exclude,
-            ordinal_caps=vis.search_caps(),
+            ordinal_caps=vis.search_caps(only_events),
             exclude_own_results=not args.include_own_results,
             event_rowids=only_events,
         )

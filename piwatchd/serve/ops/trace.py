@@ -16,7 +16,7 @@ import orjson
 from piwatch import wire
 
 from ...model.tree import local_trace
-from ...store.catalog import child_sessions, session_by_path, session_row
+from ...store.catalog import forks_of, parent_of
 from ...store.evidence import event_files_sql
 from ...store.ids import KEY
 from ...store.redaction import index_rules
@@ -111,8 +111,7 @@ def _session_edges(conn: sqlite3.Connection, sid: str, eid: str) -> list[wire.Re
         f"SELECT target_ref FROM relationships WHERE session_key={KEY} AND entry_id IS NULL AND kind='session-parent'",
         (sid,),
     ):
-        row = session_by_path(conn, ref) or session_row(conn, ref)
-        parent = row.session_id if row else None
+        parent = parent_of(conn, sid)
         out.append(
             _edge(
                 "session-parent", "out", "recorded", wire.Target(ref=ref, session_id=parent, indexed=parent is not None)
@@ -150,9 +149,8 @@ def _shared_prefix(conn: sqlite3.Connection, child: str, parent: str) -> tuple[s
 
 def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[wire.Relationship]:
     """Sessions forked from this one at this entry (derived, the reverse of fork-anchor)."""
-    row = session_row(conn, sid)
     out = []
-    for child in child_sessions(conn, [sid, *([row.path] if row else [])], exclude=sid):
+    for child in forks_of(conn, sid, MAX_EDGES):
         shared, anchor = _shared_prefix(conn, child, sid)
         if anchor == eid:
             out.append(_edge("fork-child", "in", "derived", _event(child, anchor), {"sharedEntries": len(shared)}))

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...model import subtree
 from ..identifiers import case_parts
-from ..query import OWN_TOOLS, SearchFilters
+from ..query import OWN_TOOLS, SearchFilters, caps_by_ordinal
 
 __all__ = [
     "ANY_PATH",
@@ -227,8 +227,8 @@ def filter_clauses(f: SearchFilters) -> list[Clause]:
         out.append(Clause("must", (("error", "1" if f.is_error else "0"),)))
     if f.exclude_own_results:
         out.append(Clause("must_not", (("own", "1"),)))
-    for session_id, cap in f.ordinal_caps:
-        out.append(Clause("must_not", (("session", session_id),), range=("ordinal", cap, None)))
+    for cap, sessions in caps_by_ordinal(f.ordinal_caps):
+        out.append(Clause("must_not", _any("session", sessions), range=("ordinal", cap, None)))
     if f.files:
         fields = {"read": ("file_read",), "changed": ("file_changed",)}.get(f.file_mode, ("file_read", "file_changed"))
         terms = tuple((fld, (p.rstrip("/") or ANY_PATH)) for p in f.files for fld in fields)
