@@ -178,22 +178,25 @@ class SocketTransport:
             self._sock.close()
             self._sock = None
 
-    def open_stream(self) -> socket.socket:
+    def open_stream(self) -> tuple[socket.socket, dict[str, Any]]:
         """A new connection of its own, greeted, for a stream of pushed frames
-        (`follow`): the request/response connection never carries those."""
+        (`follow`): the request/response connection never carries those. With
+        it, the greeting's result (the daemon's pid: whether a later one is the same)."""
         sock = self._connect()
-        if self.greeting is not None:
-            try:
-                send_frame(sock, self.greeting)
-                reply = recv_frame(sock, MAX_RESPONSE_BYTES)
-            except (OSError, ConnectionClosed, ProtocolError) as exc:
-                sock.close()
-                raise PiwatchError(f"piwatchd closed the connection during hello: {exc}") from None
-            if reply.get("ok") is not True:
-                sock.close()
-                error = reply.get("error") or {}
-                raise PiwatchError(f"{error.get('code')}: {error.get('message')}")
-        return sock
+        if self.greeting is None:
+            return sock, {}
+        try:
+            send_frame(sock, self.greeting)
+            reply = recv_frame(sock, MAX_RESPONSE_BYTES)
+        except (OSError, ConnectionClosed, ProtocolError) as exc:
+            sock.close()
+            raise PiwatchError(f"piwatchd closed the connection during hello: {exc}") from None
+        if reply.get("ok") is not True:
+            sock.close()
+            error = reply.get("error") or {}
+            raise PiwatchError(f"{error.get('code')}: {error.get('message')}")
+        result = reply.get("result")
+        return sock, result if isinstance(result, dict) else {}
 
 
 class _ClosedBeforeReply(Exception):
