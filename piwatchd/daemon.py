@@ -315,6 +315,7 @@ class Daemon:
             ", ".join(self.roots),
         )
         memory.limit_arenas()  # before the server's threads exist
+        memlog = memory.MemoryLog()
         self.server.start()
         self.watcher.start()
         self.service.start()
@@ -335,6 +336,7 @@ class Daemon:
             if time.monotonic() - trimmed >= TRIM_SECONDS:
                 trimmed = time.monotonic()
                 memory.trim()  # freed heap back to the system: RSS follows the live data
+            memlog.tick()
         return 1 if self.service.failed is not None else 0
 
     def _keep_socket(self) -> None:

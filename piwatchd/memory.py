@@ -6,20 +6,47 @@ a long run of clients on changing threads leaves many half-empty arenas, so
 resident memory climbs with no Python object behind it. Limiting the arenas
 and trimming the heap when idle keeps anonymous memory level. Off glibc (macOS,
 musl) both are no-ops.
+
+Finding what grows (a debugging aid, used by `python -m bench.soak`): with
+PIWATCH_MEMLOG=DIR the daemon appends its memory's parts to DIR/heap.jsonl
+every LOG_SECONDS (anonymous resident memory, glibc's heap in use and free,
+SQLite's own allocations, threads), so a growth can be placed in Python
+objects, SQLite, or the rest of the native heap (Tantivy); with
+PIWATCH_TRACEMALLOC=1 as well it traces Python's allocations and writes a
+tracemalloc snapshot beside each line (`<seconds>.tm`; slow).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import json
 import logging
+import os
+import threading
+import time
+import tracemalloc
+from collections.abc import Mapping
+from pathlib import Path
 
-__all__ = ["ARENAS", "limit_arenas", "trim"]
+__all__ = ["ARENAS", "LOG_ENV", "TRACE_ENV", "MemoryLog", "heap_figures", "limit_arenas", "trim"]
 
 log = logging.getLogger("piwatchd.memory")
 
 ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter
+LOG_ENV = "PIWATCH_MEMLOG"
+TRACE_ENV = "PIWATCH_TRACEMALLOC"
+LOG_SECONDS = 60.0
+TRACE_FRAMES = 8  # frames kept per allocation: enough to name the caller of a shared helper
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -48,3 +75,61 @@ def trim() -> bool:
     if _LIBC is None:
         return False
     return bool(_LIBC.malloc_trim(0))
+
+
+def _sqlite() -> ctypes.CDLL | None:
+    """The SQLite library Python's sqlite3 module uses (where it is shared), for its allocation figures."""
+    name = ctypes.util.find_library("sqlite3")
+    try:
+        lib = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return lib if lib is not None and hasattr(lib, "sqlite3_status64") else None
+
+
+def heap_figures() -> dict[str, int]:
+    """The memory's parts in bytes: anonymous resident memory; glibc's heap
+    (`mallinfo2`: in use, free inside the arenas, mmapped blocks); what SQLite
+    holds; threads. A part the platform cannot say is left out."""
+    out: dict[str, int] = {"threads": threading.active_count()}
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssAnon:"):
+                out["rss_anon"] = int(line.split()[1]) * 1024
+    if _LIBC is not None and hasattr(_LIBC, "mallinfo2"):
+        _LIBC.mallinfo2.restype = _MallInfo2
+        info = _LIBC.mallinfo2()
+        out.update(in_use=info.uordblks, free=info.fordblks, mmapped=info.hblkhd)
+    lib = _sqlite()
+    if lib is not None:
+        used, peak = ctypes.c_int64(), ctypes.c_int64()
+        if lib.sqlite3_status64(0, ctypes.byref(used), ctypes.byref(peak), 0) == 0:  # SQLITE_STATUS_MEMORY_USED
+            out["sqlite"] = used.value
+    return out
+
+
+class MemoryLog:
+    """PIWATCH_MEMLOG=DIR: the memory's parts appended every LOG_SECONDS (`tick()`
+    from the main thread's upkeep); with PIWATCH_TRACEMALLOC=1, a tracemalloc snapshot too."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self.folder = Path(env[LOG_ENV]) if env.get(LOG_ENV) else None
+        self.started = time.monotonic()
+        self.due = self.started
+        self.trace = self.folder is not None and env.get(TRACE_ENV) == "1"
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        if self.trace:
+            tracemalloc.start(TRACE_FRAMES)
+            log.warning("tracing Python allocations into %s (slow: a debugging aid)", self.folder)
+
+    def tick(self) -> None:
+        if self.folder is None or time.monotonic() < self.due:
+            return
+        self.due += LOG_SECONDS
+        at = int(time.monotonic() - self.started)
+        if self.trace:
+            tracemalloc.take_snapshot().dump(str(self.folder / f"{at}.tm"))
+        with open(self.folder / "heap.jsonl", "a") as fh:
+            fh.write(json.dumps({"at": at, **heap_figures()}) + "\n")
