@@ -314,7 +314,7 @@ class Daemon:
             self.sock_path,
             ", ".join(self.roots),
         )
-        memory.limit_arenas()  # before the server's threads exist
+        memory.tune_heap()  # before the server's threads exist
         memlog = memory.MemoryLog()
         self.server.start()
         self.watcher.start()
