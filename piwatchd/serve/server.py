@@ -104,7 +104,8 @@ class Server:
         self.hello = hello
         self.limits = limits or ServerLimits()
         # Per-connection-thread resources (the read-only SQLite connection) are
-        # released here; otherwise every finished client leaves its files open.
+        # released here; otherwise every finished client leaves its files open
+        # (and every waiting follow connection its reader's caches).
         self.on_connection_end = on_connection_end
         self._sock: socket.socket | None = None
         self._inode: int | None = None
@@ -297,11 +298,7 @@ class Server:
                 entry.follows.join(self.limits.frame_timeout)  # its last words (a stop's) before the close
             with entry.send_lock:
                 conn.close()
-            if self.on_connection_end is not None:
-                try:
-                    self.on_connection_end()
-                except Exception:
-                    log.exception("releasing connection resources failed")
+            self._release_thread()
             with self._conn_lock:
                 self._conns.pop(threading.current_thread(), None)
 
@@ -392,9 +389,19 @@ class Server:
 
     # -- follow ------------------------------------------------------------------------
 
+    def _release_thread(self) -> None:
+        if self.on_connection_end is not None:
+            try:
+                self.on_connection_end()
+            except Exception:
+                log.exception("releasing connection resources failed")
+
     def _await_frame(self, entry: Connection) -> bool:
         """With follows open, a connection may stay quiet for as long as it likes
-        (no idle timeout): wait until it sends, closes, or the server stops."""
+        (no idle timeout): wait until it sends, closes, or the server stops. Its
+        thread's reader is released meanwhile: 100 waiting follow connections
+        held ~12 MB of SQLite caches, reopened only by a request of their own."""
+        self._release_thread()
         while not self._stop.is_set():
             if wait_for(entry.sock, False, 1.0) or not entry.following():
                 return True
