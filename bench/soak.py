@@ -53,6 +53,8 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SESSIONS = 50
 FOLLOWERS = 100
+# Anonymous memory by the kind of mapping holding it (`piwatchd.memory.heap_figures`).
+ANON_KINDS = ("anon_stacks", "anon_py_arenas", "anon_heaps", "anon_other")
 ALL = {"all": True}  # the local CLI's caller: every session
 WORDS = [
     "build",
@@ -458,7 +460,7 @@ def _memory_log(folder: Path, top: int = 25) -> dict:
     rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     out: dict = {
         key: [r[key] if key == "threads" else round(r[key] / 2**20, 1) for r in rows if key in r]
-        for key in ("rss_anon", "in_use", "free", "mmapped", "sqlite", "threads")
+        for key in ("rss_anon", "in_use", "free", "mmapped", "sqlite", "threads", *ANON_KINDS)
     }
     snaps = sorted(folder.glob("*.tm"), key=lambda p: int(p.stem))
     if len(snaps) >= 3:

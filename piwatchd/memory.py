@@ -119,7 +119,37 @@ def heap_figures() -> dict[str, int]:
         used, peak = ctypes.c_int64(), ctypes.c_int64()
         if lib.sqlite3_status64(0, ctypes.byref(used), ctypes.byref(peak), 0) == 0:  # SQLITE_STATUS_MEMORY_USED
             out["sqlite"] = used.value
+    out.update(_anonymous_by_mapping())
     return out
+
+
+_STACK_BYTES = 8 << 20  # glibc's default thread stack (RLIMIT_STACK)
+_PY_ARENA_BYTES = 1 << 20  # CPython's small-object arenas (3.10+)
+
+
+def _anonymous_by_mapping() -> dict[str, int]:
+    """Resident anonymous memory by the kind of mapping that holds it (Linux
+    `smaps`), told apart by their sizes: thread stacks, CPython's small-object
+    arenas, glibc's heaps (the main one and the arenas' 64 MB reservations), the rest."""
+    kinds = {"anon_stacks": 0, "anon_py_arenas": 0, "anon_heaps": 0, "anon_other": 0}
+    kind = None
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/smaps") as fh:
+        for line in fh:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line: range perms offset dev inode [path]
+                start, end = (int(x, 16) for x in head[0].split("-"))
+                kind = _kind(end - start, head[5] if len(head) > 5 else "")
+            elif head[0] == "Anonymous:" and kind is not None:
+                kinds[kind] += int(head[1]) * 1024
+    return kinds
+
+
+def _kind(size: int, path: str) -> str | None:
+    if path == "[heap]" or (not path and size >= 32 << 20):
+        return "anon_heaps"
+    if path:
+        return None
+    return {_STACK_BYTES: "anon_stacks", _PY_ARENA_BYTES: "anon_py_arenas"}.get(size, "anon_other")
 
 
 class MemoryLog:
