@@ -1,19 +1,27 @@
-"""Soak run: piwatchd under steady live load for minutes (issue 10; not in CI).
+"""Soak run: piwatchd under steady live load for minutes (issues 10 and 33; not in CI).
 
-50 sessions are appended to at Pi's pace (one entry per session every
-0.5-4 s, each with a unique marker word), 16 client threads search the
-daemon over its socket without pause, and the daemon's RSS is sampled every
-few seconds. At the end every marker written must be searchable (one search
-per session, filtered to it), and the RSS trend over the run is reported.
-A probe thread measures append -> searchable latency on a sample of appends.
+50 sessions (`--sessions`) are appended to at Pi's pace (one entry per
+session every 0.5-4 s, each with a unique marker word and its session's tag
+word), 4 client threads (`--searchers`) search the daemon over its socket
+without pause, 100 followers (`--followers`, each its own connection) follow
+one session's tag word and read every update as it comes, and the daemon's
+memory is sampled every few seconds. At the end every marker written must
+be searchable (one search per session, filtered to it), and the memory
+trend over the run is reported. A probe thread measures append -> searchable
+latency on a sample of appends.
 
-    python -m bench.soak --minutes 3            # report in bench/out/soak-<minutes>m.json
-    python -m bench.soak --minutes 30 --searchers 4 --sample 15
+    python -m bench.soak --minutes 3            # report in bench/out/soak-<minutes>m-...json
+    python -m bench.soak --minutes 60 --searchers 4 --followers 100 --sample 15
 
 Memory is reported as the kernel splits it (/proc/PID/status): anonymous
 (the heap: what can leak) and file-backed (the memory-mapped text index,
 reclaimable page cache), each with its least-squares slope over the last
-third of the run and over the last 10 minutes.
+third of the run, the last 10 and the last 20 minutes, its median per
+minute and per 5 minutes; beside them the daemon's own account of its
+parts (PIWATCH_MEMLOG, `piwatchd/memory.py`: glibc's heap in use and free,
+SQLite's allocations, threads). `--tracemalloc` also traces the daemon's
+Python allocations and reports the sites that grew after warm-up (slow: its
+figures are for finding growth, not for the plateau).
 
 Appends are written as Pi writes them (one complete JSON line per entry,
 O_APPEND), with the line shapes of tests/conftest.py; the real Pi writer
@@ -44,6 +52,9 @@ __all__ = ["main"]
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SESSIONS = 50
+FOLLOWERS = 100
+# Anonymous memory by the kind of mapping holding it (`piwatchd.memory.heap_figures`).
+ANON_KINDS = ("anon_stacks", "anon_py_arenas", "anon_heaps", "anon_other")
 ALL = {"all": True}  # the local CLI's caller: every session
 WORDS = [
     "build",
@@ -78,11 +89,17 @@ def _header(sid: str) -> bytes:
     )
 
 
+def _tag(sid: str) -> str:
+    """The word every entry of session `sid` holds: what its followers follow."""
+    return f"tag{sid}"
+
+
 def _entry(sid: str, n: int, parent: str | None, marker: str, rng: random.Random) -> tuple[str, bytes]:
     eid = f"{sid}-{n}"
     filler = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))
     role = "user" if n % 2 == 0 else "assistant"
-    content = f"{marker} {filler}" if role == "user" else [{"type": "text", "text": f"{marker} {filler}"}]
+    text = f"{marker} {_tag(sid)} {filler}"
+    content = text if role == "user" else [{"type": "text", "text": text}]
     ts = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     return eid, _line(
         {
@@ -105,9 +122,17 @@ class Soak:
         *,
         searchers: int = 4,
         sample: float = 5.0,
+        sessions: int = SESSIONS,
+        followers: int = FOLLOWERS,
+        tracemalloc: bool = False,
     ) -> None:
         self.base = base
         self.searchers = searchers
+        self.sessions = sessions
+        self.followers = followers
+        self.tracemalloc = tracemalloc
+        self.follow_hits = 0
+        self.follow_errors: list[str] = []
         self.sample = sample
         self.engine = engine
         self.root = base / "sessions" / "--work-soak--"
@@ -129,13 +154,16 @@ class Soak:
 
     def start_daemon(self) -> subprocess.Popen:
         self.root.mkdir(parents=True)
-        for i in range(SESSIONS):
+        for i in range(self.sessions):
             sid = f"soak{i:02d}"
             (self.root / f"{sid}.jsonl").write_bytes(_header(sid))
             self.written[sid] = []
         env = {**os.environ, "PIWATCH_CONFIG": str(self.base / "none.toml")}
         if self.engine:
             env["PIWATCH_ENGINE"] = self.engine
+        env["PIWATCH_MEMLOG"] = str(self.base / "memlog")
+        if self.tracemalloc:
+            env["PIWATCH_TRACEMALLOC"] = "1"
         self.log = open(self.base / "daemon.log", "wb")
         proc = subprocess.Popen(
             [
@@ -192,6 +220,23 @@ class Soak:
                     self.search_errors.append(f"{type(exc).__name__}: {exc}"[:200])
                 self.search_ms.append((time.perf_counter() - t0) * 1000)
                 self.searches += 1
+
+    def follower(self, i: int) -> None:
+        """Follow one session's tag word on a connection of its own and read every
+        update as it comes; a follow that ends is recorded and opened again."""
+        sid = list(self.written)[i % len(self.written)]
+        while not self.stop.is_set():
+            try:
+                with Client(self.sock, timeout=30, caller=ALL) as c, c.follow(_tag(sid)) as follow:
+                    while not self.stop.is_set():
+                        for update in follow.updates(timeout=1.0):
+                            with self.lock:
+                                self.follow_hits += len(update.hits)
+            except Exception as exc:
+                if self.stop.is_set():
+                    return
+                self.follow_errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                self.stop.wait(1.0)
 
     def probe(self) -> None:
         """Append -> searchable latency for a sample of appends (a fresh marker each time)."""
@@ -270,6 +315,7 @@ class Soak:
     def _run(self, proc: subprocess.Popen) -> dict:
         threads = [threading.Thread(target=self.writer, args=(sid,), daemon=True) for sid in self.written]
         threads += [threading.Thread(target=self.searcher, daemon=True) for _ in range(self.searchers)]
+        threads += [threading.Thread(target=self.follower, args=(i,), daemon=True) for i in range(self.followers)]
         threads += [
             threading.Thread(target=self.probe, daemon=True),
             threading.Thread(target=self.sampler, args=(proc.pid,), daemon=True),
@@ -300,8 +346,12 @@ class Soak:
         slope = _slope([(t, r) for t, r in mb if t >= 30]) * 60 if len(warm) >= 3 else 0.0
         return {
             "minutes": round(seconds / 60, 2),
-            "sessions": SESSIONS,
+            "sessions": self.sessions,
             "searchers": self.searchers,
+            "followers": self.followers,
+            "follow_hits": self.follow_hits,
+            "follow_errors": len(self.follow_errors),
+            "follow_error_samples": self.follow_errors[:5],
             "appends": verified["appends"],
             "searchable": verified["searchable"],
             "missing": verified["missing"],
@@ -329,6 +379,7 @@ class Soak:
                 "series": [[round(t), round(r, 1)] for t, r in mb],
             },
             "anonymous_mb": _trend([(t, a / 2**20) for (t, _), (a, _f) in zip(self.rss, self.split)]),
+            "daemon_memory": _memory_log(self.base / "memlog"),
             "file_mapped_mb": _trend([(t, f / 2**20) for (t, _), (_a, f) in zip(self.rss, self.split)]),
             "index_mb": round(
                 sum(
@@ -368,20 +419,59 @@ def _rss_split(pid: int) -> tuple[int, int]:
 
 
 def _trend(series: list[tuple[float, float]]) -> dict:
-    """First, last-third median, max, and slopes (MB/min) over the last third and the last 10 minutes."""
+    """First, last-third median, max, medians per minute and per 5 minutes, and
+    slopes (MB/min) over the last third, the last 10 and the last 20 minutes."""
     if not series:
         return {}
     end = series[-1][0]
     third = [p for p in series if p[0] >= end * 2 / 3]
-    last10 = [p for p in series if p[0] >= end - 600]
     return {
         "first": round(series[0][1], 1),
         "last_third_median": round(statistics.median(r for _, r in third), 1),
         "max": round(max(r for _, r in series), 1),
         "slope_mb_per_min_last_third": round(_slope(third) * 60, 2),
-        "slope_mb_per_min_last_10min": round(_slope(last10) * 60, 2),
+        "slope_mb_per_min_last_10min": round(_slope([p for p in series if p[0] >= end - 600]) * 60, 2),
+        "slope_mb_per_min_last_20min": round(_slope([p for p in series if p[0] >= end - 1200]) * 60, 2),
+        "median_per_minute": _medians(series, 60),
+        "median_per_5min": _medians(series, 300),
         "series": [[round(t), round(r, 1)] for t, r in series],
     }
+
+
+def _medians(series: list[tuple[float, float]], width: float) -> list[float]:
+    """The median of each whole `width`-second window from the start (a last partial one left out)."""
+    end = series[-1][0]
+    windows = int(end // width)
+    return [
+        round(statistics.median(r for t, r in series if i * width <= t < (i + 1) * width), 1)
+        for i in range(windows)
+        if any(i * width <= t < (i + 1) * width for t, _ in series)
+    ]
+
+
+def _memory_log(folder: Path, top: int = 25) -> dict:
+    """The daemon's own account of its memory (PIWATCH_MEMLOG, `piwatchd/memory.py`):
+    per minute, anonymous memory, glibc's heap in use, free and mapped apart, SQLite's share (MB),
+    threads; with tracemalloc, what grew between the snapshot after warm-up (the first
+    at 3 minutes or later) and the last: the top allocation sites by growth."""
+    import tracemalloc
+
+    log = folder / "heap.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    out: dict = {
+        key: [r[key] if key == "threads" else round(r[key] / 2**20, 1) for r in rows if key in r]
+        for key in ("rss_anon", "in_use", "free", "mmapped", "sqlite", "threads", *ANON_KINDS)
+    }
+    snaps = sorted(folder.glob("*.tm"), key=lambda p: int(p.stem))
+    if len(snaps) >= 3:
+        warm = next((p for p in snaps if int(p.stem) >= 180), snaps[1])
+        first, last = (tracemalloc.Snapshot.load(str(p)) for p in (warm, snaps[-1]))
+        stats = last.compare_to(first, "lineno")
+        out["python_traced_mb"] = [
+            round(sum(s.size for s in snap.statistics("filename")) / 2**20, 1) for snap in (first, last)
+        ]
+        out["python_growth"] = [f"{s.size_diff / 2**10:+.0f} KiB {s.traceback}" for s in stats[:top]]
+    return out
 
 
 def pct(xs: list[float], q: int) -> float | None:
@@ -405,15 +495,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--searchers", type=int, default=4, help="client threads searching without pause (default 4)")
     p.add_argument("--sample", type=float, default=5.0, help="seconds between memory samples (default 5)")
     p.add_argument("--engine", choices=("tantivy", "fts5"), help="text engine (default: the configured one)")
+    p.add_argument("--sessions", type=int, default=SESSIONS, help=f"sessions appended to (default {SESSIONS})")
+    p.add_argument(
+        "--followers", type=int, default=FOLLOWERS, help=f"follow connections, each reading (default {FOLLOWERS})"
+    )
+    p.add_argument("--tracemalloc", action="store_true", help="report the daemon's Python allocation growth")
     p.add_argument("--out", default=str(REPO / "bench" / "out"))
     ns = p.parse_args(argv)
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="pwsoak-"))
     try:
-        report = Soak(base, ns.minutes, ns.seed, ns.engine, searchers=ns.searchers, sample=ns.sample).run()
+        soak = Soak(
+            base,
+            ns.minutes,
+            ns.seed,
+            ns.engine,
+            searchers=ns.searchers,
+            sample=ns.sample,
+            sessions=ns.sessions,
+            followers=ns.followers,
+            tracemalloc=ns.tracemalloc,
+        )
+        report = soak.run()
         report["engine"] = ns.engine or "default"
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    out = Path(ns.out) / f"soak-{ns.minutes:g}m-{ns.searchers}s{'-' + ns.engine if ns.engine else ''}.json"
+    shape = f"{ns.searchers}s-{ns.followers}f{'-' + ns.engine if ns.engine else ''}{'-tm' if ns.tracemalloc else ''}"
+    out = Path(ns.out) / f"soak-{ns.minutes:g}m-{shape}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

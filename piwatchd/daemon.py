@@ -129,6 +129,14 @@ def _add_server_args(p: argparse.ArgumentParser) -> None:
         help=f"close a connection idle this long between requests (default {ServerLimits.idle_timeout:g})",
     )
     p.add_argument(
+        "--frame-timeout",
+        type=float,
+        default=ServerLimits.frame_timeout,
+        metavar="SEC",
+        help="a frame must arrive whole, and a reader must take one (a follow's update), within this long"
+        f" (default {ServerLimits.frame_timeout:g})",
+    )
+    p.add_argument(
         "--max-requests-per-connection",
         type=int,
         default=ServerLimits.max_requests_per_connection,
@@ -166,8 +174,9 @@ class Daemon:
     # -- the whole life ----------------------------------------------------------
 
     def run(self) -> int:
-        if self.ns.settle < 0 or min(self.ns.max_latency, self.ns.scan_interval, self.ns.idle_timeout) <= 0:
-            log.error("--settle must be >= 0, --max-latency, --scan-interval and --idle-timeout > 0")
+        positive = (self.ns.max_latency, self.ns.scan_interval, self.ns.idle_timeout, self.ns.frame_timeout)
+        if self.ns.settle < 0 or min(positive) <= 0:
+            log.error("--settle must be >= 0, --max-latency, --scan-interval, --idle-timeout and --frame-timeout > 0")
             return 2
         if self.ns.max_requests_per_connection < 1:
             log.error("--max-requests-per-connection must be at least 1")
@@ -266,6 +275,7 @@ class Daemon:
         )
         limits = ServerLimits()
         limits.idle_timeout = self.ns.idle_timeout
+        limits.frame_timeout = self.ns.frame_timeout
         limits.max_requests_per_connection = self.ns.max_requests_per_connection
         self.follows = FollowHub(self.service.commits, self.api.newest_event, self.api.events_after)
         self.follows.evaluate = lambda asks, pace: self.api.follow_round(
@@ -307,7 +317,8 @@ class Daemon:
             self.sock_path,
             ", ".join(self.roots),
         )
-        memory.limit_arenas()  # before the server's threads exist
+        memory.tune_heap()  # before the server's threads exist
+        memlog = memory.MemoryLog()
         self.server.start()
         self.watcher.start()
         self.service.start()
@@ -328,6 +339,7 @@ class Daemon:
             if time.monotonic() - trimmed >= TRIM_SECONDS:
                 trimmed = time.monotonic()
                 memory.trim()  # freed heap back to the system: RSS follows the live data
+            memlog.tick()
         return 1 if self.service.failed is not None else 0
 
     def _keep_socket(self) -> None:

@@ -4,22 +4,62 @@ The server runs a thread per connection. glibc gives threads their own malloc
 arenas (up to 8 per core), and each arena keeps the memory its thread freed:
 a long run of clients on changing threads leaves many half-empty arenas, so
 resident memory climbs with no Python object behind it. Limiting the arenas
-and trimming the heap when idle keeps anonymous memory level. Off glibc (macOS,
-musl) both are no-ops.
+and trimming the heap when idle keeps anonymous memory level.
+
+Large blocks are mapped on their own, always: Tantivy's writers set up a
+4 MB table (and 1 MB pages) for each new segment, the RAM overlay's after
+every published append. glibc's default raises its mmap threshold to the
+largest block freed, so after the first those blocks came from the arenas,
+between small long-lived ones: 20-40 MB of free chunks that trimming every
+30 s could not keep down (they are re-dirtied by the next table), half the
+daemon's anonymous memory in a soak and most of its swing between samples.
+A fixed threshold (MMAP_THRESHOLD) returns each at once; it costs page
+faults, ~1.5 ms of CPU a published append (measured in-process: 4.4-5.0 ->
+6.1-6.2 ms for the overlay's add, commit and reload; searches unchanged).
+Off glibc (macOS, musl) all of this is a no-op.
+
+Finding what grows (a debugging aid, used by `python -m bench.soak`): with
+PIWATCH_MEMLOG=DIR the daemon appends its memory's parts to DIR/heap.jsonl
+every LOG_SECONDS (anonymous resident memory, glibc's heap in use and free,
+SQLite's own allocations, threads), so a growth can be placed in Python
+objects, SQLite, or the rest of the native heap (Tantivy); with
+PIWATCH_TRACEMALLOC=1 as well it traces Python's allocations and writes a
+tracemalloc snapshot beside each line (`<seconds>.tm`; slow).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import json
 import logging
+import os
+import threading
+import time
+import tracemalloc
+from collections.abc import Mapping
+from pathlib import Path
 
-__all__ = ["ARENAS", "limit_arenas", "trim"]
+__all__ = ["ARENAS", "LOG_ENV", "MMAP_THRESHOLD", "TRACE_ENV", "MemoryLog", "heap_figures", "trim", "tune_heap"]
 
 log = logging.getLogger("piwatchd.memory")
 
 ARENAS = 2
-_M_ARENA_MAX = -8  # glibc's mallopt parameter
+MMAP_THRESHOLD = 1 << 20  # blocks of this size or more are mapped apart and returned at free
+_M_ARENA_MAX = -8  # glibc's mallopt parameters
+_M_MMAP_THRESHOLD = -3
+LOG_ENV = "PIWATCH_MEMLOG"
+TRACE_ENV = "PIWATCH_TRACEMALLOC"
+LOG_SECONDS = 60.0
+TRACE_FRAMES = 8  # frames kept per allocation: enough to name the caller of a shared helper
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -36,11 +76,12 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 
 
-def limit_arenas(arenas: int = ARENAS) -> bool:
-    """Cap glibc's malloc arenas; call before the server's threads start. True when applied."""
+def tune_heap(arenas: int = ARENAS, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
+    """Cap glibc's malloc arenas and fix its mmap threshold; call before the
+    server's threads start. True when applied."""
     if _LIBC is None:
         return False
-    return bool(_LIBC.mallopt(_M_ARENA_MAX, arenas))
+    return bool(_LIBC.mallopt(_M_ARENA_MAX, arenas)) and bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, mmap_threshold))
 
 
 def trim() -> bool:
@@ -48,3 +89,91 @@ def trim() -> bool:
     if _LIBC is None:
         return False
     return bool(_LIBC.malloc_trim(0))
+
+
+def _sqlite() -> ctypes.CDLL | None:
+    """The SQLite library Python's sqlite3 module uses (where it is shared), for its allocation figures."""
+    name = ctypes.util.find_library("sqlite3")
+    try:
+        lib = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return lib if lib is not None and hasattr(lib, "sqlite3_status64") else None
+
+
+def heap_figures() -> dict[str, int]:
+    """The memory's parts in bytes: anonymous resident memory; glibc's heap
+    (`mallinfo2`: in use, free inside the arenas, mmapped blocks); what SQLite
+    holds; threads. A part the platform cannot say is left out."""
+    out: dict[str, int] = {"threads": threading.active_count()}
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssAnon:"):
+                out["rss_anon"] = int(line.split()[1]) * 1024
+    if _LIBC is not None and hasattr(_LIBC, "mallinfo2"):
+        _LIBC.mallinfo2.restype = _MallInfo2
+        info = _LIBC.mallinfo2()
+        out.update(in_use=info.uordblks, free=info.fordblks, mmapped=info.hblkhd)
+    lib = _sqlite()
+    if lib is not None:
+        used, peak = ctypes.c_int64(), ctypes.c_int64()
+        if lib.sqlite3_status64(0, ctypes.byref(used), ctypes.byref(peak), 0) == 0:  # SQLITE_STATUS_MEMORY_USED
+            out["sqlite"] = used.value
+    out.update(_anonymous_by_mapping())
+    return out
+
+
+_STACK_BYTES = 8 << 20  # glibc's default thread stack (RLIMIT_STACK)
+_PY_ARENA_BYTES = 1 << 20  # CPython's small-object arenas (3.10+)
+
+
+def _anonymous_by_mapping() -> dict[str, int]:
+    """Resident anonymous memory by the kind of mapping that holds it (Linux
+    `smaps`), told apart by their sizes: thread stacks, CPython's small-object
+    arenas, glibc's heaps (the main one and the arenas' 64 MB reservations), the rest."""
+    kinds = {"anon_stacks": 0, "anon_py_arenas": 0, "anon_heaps": 0, "anon_other": 0}
+    kind = None
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/smaps") as fh:
+        for line in fh:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line: range perms offset dev inode [path]
+                start, end = (int(x, 16) for x in head[0].split("-"))
+                kind = _kind(end - start, head[5] if len(head) > 5 else "")
+            elif head[0] == "Anonymous:" and kind is not None:
+                kinds[kind] += int(head[1]) * 1024
+    return kinds
+
+
+def _kind(size: int, path: str) -> str | None:
+    if path == "[heap]" or (not path and size >= 32 << 20):
+        return "anon_heaps"
+    if path:
+        return None
+    return {_STACK_BYTES: "anon_stacks", _PY_ARENA_BYTES: "anon_py_arenas"}.get(size, "anon_other")
+
+
+class MemoryLog:
+    """PIWATCH_MEMLOG=DIR: the memory's parts appended every LOG_SECONDS (`tick()`
+    from the main thread's upkeep); with PIWATCH_TRACEMALLOC=1, a tracemalloc snapshot too."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self.folder = Path(env[LOG_ENV]) if env.get(LOG_ENV) else None
+        self.started = time.monotonic()
+        self.due = self.started
+        self.trace = self.folder is not None and env.get(TRACE_ENV) == "1"
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        if self.trace:
+            tracemalloc.start(TRACE_FRAMES)
+            log.warning("tracing Python allocations into %s (slow: a debugging aid)", self.folder)
+
+    def tick(self) -> None:
+        if self.folder is None or time.monotonic() < self.due:
+            return
+        self.due += LOG_SECONDS
+        at = int(time.monotonic() - self.started)
+        if self.trace:
+            tracemalloc.take_snapshot().dump(str(self.folder / f"{at}.tm"))
+        with open(self.folder / "heap.jsonl", "a") as fh:
+            fh.write(json.dumps({"at": at, **heap_figures()}) + "\n")

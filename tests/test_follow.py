@@ -264,6 +264,22 @@ def _hit(n):
     )
 
 
+class _Outlet:
+    """A reader as the pusher sees it (`follow.Outlet`): always room, frames to `send`."""
+
+    write_timeout = 10.0
+
+    def __init__(self, send) -> None:
+        self.send = send
+        self.last: list | None = None
+
+    def room(self) -> bool:
+        return True
+
+    def hang_up(self, frames: list) -> None:
+        self.last = frames
+
+
 def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     from piwatchd.ingest.commits import CommitSignal
     from piwatchd.serve.follow import ConnectionFollows, FollowHub
@@ -282,7 +298,7 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
         sent.append(frame)
         return True
 
-    conn = ConnectionFollows(send)
+    conn = ConnectionFollows(_Outlet(send))
     first = hub.subscribe(conn, 1, wire.FollowArgs(query="x"), scope=None)
     events.rowids += [4, 5]
     second = hub.subscribe(conn, 2, wire.FollowArgs(query="x"), scope=None)  # after 5: 4 and 5 are old to it
@@ -320,7 +336,7 @@ def test_a_round_searches_once_for_follows_asking_the_same():
 
     hub.evaluate = evaluate
     sent: list[list] = [[], [], []]
-    conns = [ConnectionFollows(lambda frame, out=out: out.append(frame) or True) for out in sent]
+    conns = [ConnectionFollows(_Outlet(lambda frame, out=out: out.append(frame) or True)) for out in sent]
     here, there = CallerScope(roots=("/p",)), CallerScope(roots=("/q",))
     for c in conns:
         hub.subscribe(c, 1, wire.FollowArgs(query="x"), scope=here)

@@ -84,7 +84,19 @@ def test_known_words_never_reach_python(monkeypatch):
 def test_bounded_memory_starts_again(monkeypatch):
     monkeypatch.setattr(forms_mod, "MAX_WORDS", 5)
     cache = _cache()
-    texts = [f"running{i} jumped loadSessionCache word{i} other{i}" for i in range(20)]
+    letters = "abcdefghijklmnopqrst"
+    texts = [f"running jumped loadSessionCache word{c} other{c}s" for c in letters]
     for text in texts:
         assert _indexed(cache, text) == _reference(text)
         assert len(cache._seen) <= 5 + len(set(WORDS.analyze(text)))
+
+
+def test_words_with_a_digit_are_kept_apart_and_forgotten_together(monkeypatch):
+    monkeypatch.setattr(forms_mod, "DIGIT_WORDS", 6)
+    cache = _cache()
+    # Unique ids, hashes and markers beside a vocabulary in use: the ids never fill the cache.
+    texts = [f"running{i} jumped loadSessionCache deadBeef{i} mk{i}n{i * 7} retried" for i in range(40)]
+    for text in texts:
+        assert _indexed(cache, text) == _reference(text)
+        assert len(cache._digits) <= 6 + 3 and len(cache._seen) <= 4 + 6 + 3
+    assert {"jumped", "loadSessionCache", "retried"} <= cache._seen  # the vocabulary in use stays known

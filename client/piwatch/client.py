@@ -194,7 +194,7 @@ class Client:
         except msgspec.ValidationError as exc:
             raise RequestFailed(ErrorCode.BAD_REQUEST, f"bad filters: {wire.clip(plain_problem(str(exc)))}") from None
         args = wire.FollowArgs(query=query, filters=typed, exact=exact, include_own_results=include_own_results)
-        sock = self._transport.open_stream()
+        sock, greeting = self._transport.open_stream()
         message: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": "follow"}
         message["args"] = wire.to_builtins(args)
         if caller is not None or self.caller is not None:
@@ -202,11 +202,33 @@ class Client:
         try:
             send_frame(sock, message)
             first = self._stream_frame(sock)
+        except _StreamEnded as exc:
+            sock.close()
+            raise PiwatchError(f"piwatchd ended the follow: {exc}") from None
         except BaseException:
             sock.close()
             raise
         result = msgspec.convert(first.result, wire.FollowResult)
-        return Follow(sock, result, self._stream_frame)
+        pid = greeting.get("pid")
+        return Follow(sock, result, self._stream_frame, lambda exc: self._silent_end(result.subscription, pid, exc))
+
+    def _silent_end(self, subscription: int, pid: object, exc: Exception) -> PiwatchError:
+        """What ended a follow whose connection closed with no frame saying why.
+        piwatchd says why whenever its reader's socket has room; when the same
+        piwatchd still answers, the reader left so much unread that it had none
+        (or an update stuck part-way): dropped as too slow. Otherwise piwatchd ended."""
+        try:
+            probe, greeting = self._transport.open_stream()
+            probe.close()
+        except PiwatchError:
+            greeting = {}
+        if pid is not None and greeting.get("pid") == pid:
+            return RequestFailed(
+                ErrorCode.SLOW_CONSUMER,
+                f"follow {subscription} dropped: too slow: piwatchd closed it with updates still unread",
+            )
+        now = "another piwatchd answers now" if greeting else "it is not running now"
+        return PiwatchError(f"piwatchd ended the follow ({exc}): {now}")
 
     def _stream_frame(self, sock: socket.socket) -> wire.Response:
         """One frame of a stream as a Response; an error frame raises as `_call` would."""
@@ -216,7 +238,7 @@ class Client:
         except TimeoutError:
             raise  # the caller's wait is over; the stream itself is fine
         except (ConnectionClosed, OSError) as exc:
-            raise PiwatchError(f"piwatchd ended the follow: {exc}") from None
+            raise _StreamEnded(str(exc)) from None
         except (ProtocolError, msgspec.ValidationError) as exc:
             raise PiwatchError(f"bad frame from piwatchd: {exc}") from None
         if not response.ok:
@@ -264,16 +286,29 @@ class Client:
         return result
 
 
+class _StreamEnded(Exception):
+    """A stream's connection closed with no frame saying why."""
+
+
 class Follow:
     """A running follow: iterate for hits (`updates()` for whole updates with a
-    timeout); `close()` ends it. A reader that falls too far behind is dropped
-    by piwatchd: iteration then raises RequestFailed with code slow_consumer."""
+    timeout); `close()` ends it. A follow piwatchd ends raises RequestFailed:
+    `slow_consumer` for a reader that fell too far behind or took nothing for
+    its frame timeout (also when piwatchd closed it without a word and still
+    runs), `busy` when its connection was closed for another client,
+    `unavailable` when piwatchd stopped."""
 
     def __init__(
-        self, sock: socket.socket, result: wire.FollowResult, read: Callable[[socket.socket], wire.Response]
+        self,
+        sock: socket.socket,
+        result: wire.FollowResult,
+        read: Callable[[socket.socket], wire.Response],
+        silent_end: Callable[[Exception], PiwatchError],
     ) -> None:
         self._sock = sock
         self._read = read
+        self._silent_end = silent_end
+        self._closed = False
         self.subscription = result.subscription
         self.max_queued_hits = result.max_queued_hits
 
@@ -289,13 +324,18 @@ class Follow:
 
     def updates(self, timeout: float | None = None) -> Iterator[wire.FollowUpdate]:
         """Each pushed update; with `timeout`, stops after that long without one."""
-        while True:
-            self._sock.settimeout(timeout)
+        while not self._closed:
             try:
+                self._sock.settimeout(timeout)
                 response = self._read(self._sock)
             except TimeoutError:
                 return
+            except (_StreamEnded, OSError) as exc:
+                if self._closed:
+                    return  # closed here, maybe by another thread: not piwatchd's doing
+                raise self._silent_end(exc) from None
             yield msgspec.convert(response.result, wire.FollowUpdate)
 
     def close(self) -> None:
+        self._closed = True
         self._sock.close()

@@ -54,9 +54,9 @@ class Transport(Protocol):
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]: ...
 
-    def open_stream(self) -> socket.socket:
-        """A connection of its own, greeted, for a stream of pushed frames;
-        PiwatchError where nothing can push them."""
+    def open_stream(self) -> tuple[socket.socket, dict[str, Any]]:
+        """A connection of its own, greeted, for a stream of pushed frames, with
+        the greeting's result (the daemon's pid); PiwatchError where nothing can push them."""
         ...
 
     def close(self) -> None: ...
@@ -191,22 +191,25 @@ class SocketTransport:
             self._sock.close()
             self._sock = None
 
-    def open_stream(self) -> socket.socket:
+    def open_stream(self) -> tuple[socket.socket, dict[str, Any]]:
         """A new connection of its own, greeted, for a stream of pushed frames
-        (`follow`): the request/response connection never carries those."""
+        (`follow`): the request/response connection never carries those. With
+        it, the greeting's result (the daemon's pid: whether a later one is the same)."""
         sock = self._connect()
-        if self.greeting is not None:
-            try:
-                send_frame(sock, self.greeting)
-                reply = recv_frame(sock, MAX_RESPONSE_BYTES)
-            except (OSError, ConnectionClosed, ProtocolError) as exc:
-                sock.close()
-                raise PiwatchError(f"piwatchd closed the connection during hello: {exc}") from None
-            if reply.get("ok") is not True:
-                sock.close()
-                error = reply.get("error") or {}
-                raise PiwatchError(f"{error.get('code')}: {error.get('message')}")
-        return sock
+        if self.greeting is None:
+            return sock, {}
+        try:
+            send_frame(sock, self.greeting)
+            reply = recv_frame(sock, MAX_RESPONSE_BYTES)
+        except (OSError, ConnectionClosed, ProtocolError) as exc:
+            sock.close()
+            raise PiwatchError(f"piwatchd closed the connection during hello: {exc}") from None
+        if reply.get("ok") is not True:
+            sock.close()
+            error = reply.get("error") or {}
+            raise PiwatchError(f"{error.get('code')}: {error.get('message')}")
+        result = reply.get("result")
+        return sock, result if isinstance(result, dict) else {}
 
 
 class _ClosedBeforeReply(Exception):
@@ -269,7 +272,7 @@ class LocalTransport:
         decoded: dict[str, Any] = decode_body(encode_frame(response)[4:])
         return decoded
 
-    def open_stream(self) -> socket.socket:
+    def open_stream(self) -> tuple[socket.socket, dict[str, Any]]:
         raise PiwatchError("follow needs piwatchd running: an index file alone never changes")
 
     def close(self) -> None:

@@ -11,7 +11,13 @@ one visibility per scope: with many subscribers, the per-search setup was
 about a third of a round. Hits go into the subscription's bounded queue; a
 per-connection pusher thread writes them to the socket. The hub never touches a socket, so a slow reader cannot
 hold up the others: when a queue would exceed its bound, that subscription is
-dropped with a `slow_consumer` error and nothing more is queued for it.
+dropped with a `slow_consumer` error and nothing more is queued for it. A
+reader that takes nothing at all (its socket accepts no frame within the
+write timeout) is told the same for each of its follows, and its connection
+closed; a connection ended to make room for another client (`busy`) or by
+the daemon stopping (`unavailable`) says so too. Every end the daemon
+chooses is said in a frame with the follow's request id, as far as the
+reader's socket takes it.
 
 Standing queries give way to requests: while any request holds a slot,
 a round waits before each follow's search, up to twice as long as that search
@@ -34,7 +40,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from piwatch import wire
@@ -42,7 +48,15 @@ from piwatch.protocol import ErrorCode, ProtocolError
 
 from ..ingest.commits import CommitSignal
 
-__all__ = ["EVENTS_PER_ROUND", "ROUND_YIELD_SECONDS", "ConnectionFollows", "FollowHub", "Pacer", "Subscription"]
+__all__ = [
+    "EVENTS_PER_ROUND",
+    "ROUND_YIELD_SECONDS",
+    "ConnectionFollows",
+    "FollowHub",
+    "Outlet",
+    "Pacer",
+    "Subscription",
+]
 
 log = logging.getLogger("piwatchd.follow")
 
@@ -119,17 +133,32 @@ class Subscription:
         self.dropped = False
 
 
-class ConnectionFollows:
-    """A connection's follows and the thread that writes their updates.
-    `send(frame)` writes one frame under the connection's send lock; it may
-    block on a slow reader, which holds up this connection only."""
+class Outlet(Protocol):
+    """How a connection's pusher reaches its reader (the server's connection)."""
 
-    def __init__(self, send: Callable[[Any], bool], limit: int = wire.MAX_FOLLOWS_PER_CONNECTION) -> None:
-        self.send = send
+    write_timeout: float
+
+    def room(self) -> bool:
+        """Wait, at most `write_timeout` seconds, until the reader has room for another frame."""
+
+    def send(self, frame: Any) -> bool:
+        """Write one frame; False when the connection is gone. Blocks on a slow
+        reader, which holds up this connection only."""
+
+    def hang_up(self, frames: list[Any]) -> None:
+        """Write what of `frames` fits at once, never waiting, then close the connection."""
+
+
+class ConnectionFollows:
+    """A connection's follows and the thread that writes their updates."""
+
+    def __init__(self, outlet: Outlet, limit: int = wire.MAX_FOLLOWS_PER_CONNECTION) -> None:
+        self.outlet = outlet
         self.limit = limit
         self.subs: dict[int, Subscription] = {}
         self._cond = threading.Condition()
         self._closed = False
+        self._hanging_up = False  # the frames in _ending are the connection's last
         self._ending: list[tuple[Any, wire.ErrorBody]] = []  # dropped follows' last word
         self._thread: threading.Thread | None = None
 
@@ -146,6 +175,26 @@ class ConnectionFollows:
         with self._cond:
             self._closed = True
             self._cond.notify()
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) for the pusher to finish, its last words said."""
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def end(self, code: str, why: Callable[[Subscription], str]) -> None:
+        """End every follow with an error frame (`code`, `why(sub)`), then the connection."""
+        with self._cond:
+            self._end_all(code, why)
+            self._cond.notify()
+
+    def _end_all(self, code: str, why: Callable[[Subscription], str]) -> None:
+        """Holds _cond."""
+        for sub in list(self.subs.values()):
+            sub.dropped = True
+            sub.queue.clear()
+            self._ending.append((sub.request_id, wire.ErrorBody(code=code, message=why(sub))))
+        self.subs.clear()
+        self._hanging_up = True
 
     def offer(self, sub: Subscription, hits: list[wire.Hit]) -> bool:
         """Queue `hits` for `sub`; False when that would pass the bound (the caller drops it)."""
@@ -167,27 +216,53 @@ class ConnectionFollows:
             self._ending.append((sub.request_id, wire.ErrorBody(code=ErrorCode.SLOW_CONSUMER, message=message)))
             self._cond.notify()
 
-    def _next(self) -> list[wire.Response] | None:
+    def _next(self) -> tuple[list[wire.Response], bool] | None:
+        """The frames to write next, and whether they are the last; None once closed."""
         with self._cond:
             while True:
-                if self._closed:
-                    return None
                 frames = [wire.Response(id=rid, ok=False, error=err) for rid, err in self._ending]
                 self._ending.clear()
+                if self._hanging_up:
+                    return frames, True  # said even when the connection closed meanwhile (a stop)
+                if self._closed:
+                    return None
                 for sub in list(self.subs.values()):
                     if sub.queue:
                         hits = [sub.queue.popleft() for _ in range(min(len(sub.queue), wire.MAX_LIMIT))]
                         update = wire.FollowUpdate(subscription=sub.id, hits=hits)
                         frames.append(wire.Response(id=sub.request_id, ok=True, result=update))
                 if frames:
-                    return frames
+                    return frames, False
                 self._cond.wait()
 
     def _push_loop(self) -> None:
-        while (frames := self._next()) is not None:
+        while (step := self._next()) is not None:
+            frames, last = step
+            if last:
+                self.outlet.hang_up(frames)
+                return
             for frame in frames:
-                if not self.send(frame):
+                if not self.outlet.room():
+                    self._stalled()
+                    return
+                if not self.outlet.send(frame):
                     return  # the connection is gone; its thread ends the follows
+
+    def _stalled(self) -> None:
+        """The reader took nothing for the write timeout: each follow ends with
+        `slow_consumer`, said while the socket still has room, and the connection closes."""
+        timeout = self.outlet.write_timeout
+        with self._cond:
+            self._end_all(
+                ErrorCode.SLOW_CONSUMER,
+                lambda sub: (
+                    f"follow {sub.id} dropped: too slow: its reader took no update for {timeout:g} s; "
+                    "read updates as they come"
+                ),
+            )
+            frames = [wire.Response(id=rid, ok=False, error=err) for rid, err in self._ending]
+            self._ending.clear()
+        self.outlet.hang_up(frames)
 
 
 class FollowHub:
@@ -232,10 +307,16 @@ class FollowHub:
             self._subs.pop(sub_id, None)
             return True
 
-    def end_connection(self, conn: ConnectionFollows) -> None:
+    def end_connection(
+        self, conn: ConnectionFollows, code: str | None = None, why: Callable[[Subscription], str] | None = None
+    ) -> None:
+        """The connection's follows are over: closed quietly (its reader is gone),
+        or, with `code`, each told why (`why(sub)`) before the connection closes."""
         with self._lock:
             for sub_id in list(conn.subs):
                 self._subs.pop(sub_id, None)
+            if code is not None and why is not None:
+                conn.end(code, why)  # its pusher says so, then closes the connection
             conn.subs.clear()
         conn.close()
 

@@ -6,9 +6,11 @@ slow queries cannot starve ingest or the other clients, shared fairly
 between clients (`piwatchd.serve.slots`: a per-client share, and a smaller pool
 for expensive requests). Every limit is
 checked before the expensive step it protects. A frame must arrive whole
-within `frame_timeout` once its first byte did, and when every connection is
-taken the one idle longest is closed for the newcomer, so slow or idle
-clients can never lock the others out. The request itself is answered by
+within `frame_timeout` once its first byte did (and a reader must take one
+within it), and when every connection is taken the one idle longest is
+closed for the newcomer, follows or not (`piwatchd.serve.connections`: who
+gives way), so slow, idle or following clients can never lock the others
+out. The request itself is answered by
 `piwatchd.serve.api.Api.handle` (the one request path, shared with the local CLI).
 """
 
@@ -17,11 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import socket
 import stat
-import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +38,8 @@ from piwatch.protocol import (
     send_frame,
 )
 
-from .follow import ConnectionFollows, FollowHub
+from .connections import Connection, peer_pid, peer_uid, shutdown, victim, wait_for
+from .follow import ConnectionFollows, FollowHub, Subscription
 from .slots import FairSlots
 
 __all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_pid", "peer_uid", "HandleFn", "HelloFn"]
@@ -53,9 +53,10 @@ HelloFn = Callable[[Any], Any]
 
 class ServerLimits:
     max_connections = 256
+    request_reserve = 32  # connections that follows never take: requests find room without ending a follow
     max_requests_per_connection = 10_000
     idle_timeout = 60.0  # seconds a connection may sit between frames
-    frame_timeout = 10.0  # seconds to deliver one whole frame once its first byte arrived
+    frame_timeout = 10.0  # seconds to deliver one whole frame once its first byte arrived, or to take one
     concurrent_requests = 8
     per_client_requests = 4  # of those, at most this many for one client (peer process)
     heavy_requests = 2  # expensive requests (deep pages, grouping) run at most this many at once
@@ -83,51 +84,6 @@ def ensure_private_dir(path: Path) -> None:
         )
 
 
-def peer_pid(conn: socket.socket) -> int | None:
-    """The connecting process's pid (Linux), or None where the platform cannot say."""
-    if hasattr(socket, "SO_PEERCRED"):
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return int(struct.unpack("3i", creds)[0])
-    return None
-
-
-def peer_uid(conn: socket.socket) -> int | None:
-    """The connecting process's uid, or None where the platform cannot say."""
-    if hasattr(socket, "SO_PEERCRED"):
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return int(struct.unpack("3i", creds)[1])
-    if sys.platform == "darwin":
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        uid, gid = ctypes.c_uint32(), ctypes.c_uint32()
-        if libc.getpeereid(conn.fileno(), ctypes.byref(uid), ctypes.byref(gid)) == 0:
-            return uid.value
-    return None
-
-
-class _Conn:
-    """One connection's bookkeeping: who to evict when every slot is taken."""
-
-    __slots__ = ("client", "follows", "in_request", "last_active", "send_lock", "sock", "thread")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        # Whose request slots this connection uses: its peer process (so many connections
-        # of one client share one client's quota), or the connection itself where unknown.
-        pid = peer_pid(sock)
-        self.client: object = ("pid", pid) if pid is not None else ("conn", id(self))
-        self.thread: threading.Thread | None = None
-        self.last_active = time.monotonic()
-        self.in_request = False
-        self.send_lock = threading.Lock()  # replies and pushed follow updates never interleave
-        self.follows: ConnectionFollows | None = None
-
-    def following(self) -> bool:
-        return self.follows is not None and bool(self.follows.subs)
-
-
 class Server:
     def __init__(
         self,
@@ -148,20 +104,20 @@ class Server:
         self.hello = hello
         self.limits = limits or ServerLimits()
         # Per-connection-thread resources (the read-only SQLite connection) are
-        # released here; otherwise every finished client leaves its files open.
+        # released here; otherwise every finished client leaves its files open
+        # (and every waiting follow connection its reader's caches).
         self.on_connection_end = on_connection_end
         self._sock: socket.socket | None = None
         self._inode: int | None = None
         self._stop = threading.Event()
         self._accept_thread: threading.Thread | None = None
-        self._conns: dict[threading.Thread, _Conn] = {}
+        self._conns: dict[threading.Thread, Connection] = {}
         self._conn_lock = threading.Lock()
         lim = self.limits
         self._slots = FairSlots(
             lim.concurrent_requests, lim.per_client_requests, lim.heavy_requests, lim.heavy_per_client
         )
         self.requests_served = 0
-        self.evicted = 0
 
     def requests_idle(self, timeout: float) -> bool:
         """Wait until no request runs, at most `timeout` seconds (standing queries give way)."""
@@ -246,10 +202,11 @@ class Server:
         with self._conn_lock:
             conns = list(self._conns.values())
         for c in conns:
-            if not c.in_request:
-                _shutdown(c.sock)  # wake threads blocked in recv
-            if c.follows is not None:
-                c.follows.close()
+            if c.follows is not None and self.follows is not None:
+                # Its follows are told why; its pusher then closes it.
+                self.follows.end_connection(c.follows, ErrorCode.UNAVAILABLE, _ended("piwatchd is stopping"))
+            elif not c.in_request:
+                shutdown(c.sock)  # wake threads blocked in recv
         deadline = time.monotonic() + timeout
         for c in conns:
             if c.thread is not None:
@@ -283,27 +240,41 @@ class Server:
             conn.close()
             return
         with self._conn_lock:
-            if len(self._conns) >= self.limits.max_connections and not self._evict_idlest():
-                self._refuse(conn, ErrorCode.BUSY, "too many connections; try again")
-                return
-            entry = _Conn(conn)
+            if len(self._conns) >= self.limits.max_connections:
+                idlest = victim(self._conns.values())
+                if idlest is None:  # every connection is in a request: soon one is not
+                    self._refuse(conn, ErrorCode.BUSY, "too many connections; try again")
+                    return
+                self._evict(idlest, f"all {self.limits.max_connections} connections were taken")
+            entry = Connection(conn, self.limits.frame_timeout)
             t = threading.Thread(target=self._serve, args=(entry,), name="piwatchd-conn", daemon=True)
             entry.thread = t
             self._conns[t] = entry
         t.start()
 
-    def _evict_idlest(self) -> bool:
-        """Close the connection that has waited longest without a request in
-        flight (idle between frames or trickling one in). Holds _conn_lock."""
-        idle = [c for c in self._conns.values() if not c.in_request and not c.following()]
-        if not idle:
-            return False
-        victim = min(idle, key=lambda c: c.last_active)
-        _shutdown(victim.sock)
-        if victim.thread is not None:
-            self._conns.pop(victim.thread, None)
-        self.evicted += 1
-        return True
+    def _evict(self, entry: Connection, reason: str) -> None:
+        """Close `entry` to make room; its follows are told `reason` first. Holds _conn_lock."""
+        if entry.thread is not None:
+            self._conns.pop(entry.thread, None)
+        if entry.following() and entry.follows is not None and self.follows is not None:
+            why = f"piwatchd closed its connection for another client ({reason})"
+            self.follows.end_connection(entry.follows, ErrorCode.BUSY, _ended(why))
+        else:
+            shutdown(entry.sock)
+
+    def _follow_room(self, entry: Connection) -> None:
+        """Before a connection's first follow: follows may hold all connections
+        but `request_reserve`; past that, the idlest other follow connection gives
+        way (`busy` when every one is in a request). Holds _conn_lock."""
+        lim = self.limits
+        cap = max(1, lim.max_connections - lim.request_reserve)
+        holders = [c for c in self._conns.values() if c is not entry and c.following()]
+        if len(holders) < cap:
+            return
+        idlest = victim(holders)
+        if idlest is None:
+            raise ProtocolError(ErrorCode.BUSY, f"{cap} connections hold follows, the most piwatchd allows; try again")
+        self._evict(idlest, f"{cap} connections held follows, the most it allows")
 
     def _refuse(self, conn: socket.socket, code: str, message: str) -> None:
         try:
@@ -313,7 +284,7 @@ class Server:
             pass
         conn.close()
 
-    def _serve(self, entry: _Conn) -> None:
+    def _serve(self, entry: Connection) -> None:
         conn = entry.sock
         try:
             self._serve_frames(entry)
@@ -322,17 +293,14 @@ class Server:
         finally:
             if entry.follows is not None and self.follows is not None:
                 self.follows.end_connection(entry.follows)
+                entry.follows.join(self.limits.frame_timeout)  # its last words (a stop's) before the close
             with entry.send_lock:
                 conn.close()
-            if self.on_connection_end is not None:
-                try:
-                    self.on_connection_end()
-                except Exception:
-                    log.exception("releasing connection resources failed")
+            self._release_thread()
             with self._conn_lock:
                 self._conns.pop(threading.current_thread(), None)
 
-    def _serve_frames(self, entry: _Conn) -> None:
+    def _serve_frames(self, entry: Connection) -> None:
         conn = entry.sock
         greeted = False
         for _ in range(self.limits.max_requests_per_connection):
@@ -347,11 +315,11 @@ class Server:
                 return
             except ProtocolError as exc:
                 # Too large or undecodable: the stream cannot be resynchronised.
-                self._reply(entry, {"id": None, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+                entry.send({"id": None, "ok": False, "error": {"code": exc.code, "message": exc.message}})
                 return
             entry.last_active = time.monotonic()
             if not isinstance(message, dict):
-                self._reply(entry, _error(None, ErrorCode.BAD_REQUEST, "a request must be a map"))
+                entry.send(_error(None, ErrorCode.BAD_REQUEST, "a request must be a map"))
                 return
             req_id = message.get("id")
             if isinstance(req_id, bool) or not isinstance(req_id, (int, str, type(None))):
@@ -359,7 +327,7 @@ class Server:
             op = message.get("op")
             if not greeted:
                 if op != "hello":
-                    self._reply(entry, _error(req_id, ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
+                    entry.send(_error(req_id, ErrorCode.HELLO_REQUIRED, "the first request must be hello"))
                     return
                 greeted = self._hello(entry, req_id, message.get("args"))
                 if not greeted:
@@ -372,7 +340,7 @@ class Server:
                     return
                 continue
             if op in ("follow", "unfollow") and self.follows is not None:
-                self._reply(entry, self._follow_op(entry, req_id, op, message))
+                entry.send(self._follow_op(entry, req_id, op, message))
                 continue
             entry.in_request = True
             try:
@@ -380,15 +348,15 @@ class Server:
             finally:
                 entry.in_request = False
                 entry.last_active = time.monotonic()
-            self._reply(entry, response)
+            entry.send(response)
 
-    def _hello(self, entry: _Conn, req_id: Any, args: Any) -> bool:
+    def _hello(self, entry: Connection, req_id: Any, args: Any) -> bool:
         try:
             result = self.hello(args)
         except ProtocolError as exc:
-            self._reply(entry, _error(req_id, exc.code, exc.message))
+            entry.send(_error(req_id, exc.code, exc.message))
             return False
-        self._reply(entry, {"id": req_id, "ok": True, "result": result})
+        entry.send({"id": req_id, "ok": True, "result": result})
         return True
 
     def _slot_for(self, client: object) -> Callable[..., Any]:
@@ -417,34 +385,27 @@ class Server:
         self.requests_served += 1
         return response
 
-    def _reply(self, entry: _Conn, response: Any) -> bool:
-        """Send one frame (a reply, or a pushed follow update); False when the connection is gone."""
-        with entry.send_lock:
-            try:
-                entry.sock.settimeout(self.limits.frame_timeout)
-                send_frame(entry.sock, response)
-                return True
-            except (TimeoutError, OSError):
-                _shutdown(entry.sock)  # a reader that cannot take a frame in time is gone
-                return False
-
     # -- follow ------------------------------------------------------------------------
 
-    def _await_frame(self, entry: _Conn) -> bool:
-        """With follows open, a connection may stay quiet for as long as it likes
-        (no idle timeout): wait until it sends, closes, or the server stops."""
-        while not self._stop.is_set():
+    def _release_thread(self) -> None:
+        if self.on_connection_end is not None:
             try:
-                readable, _, _ = select.select([entry.sock], [], [], 1.0)
-            except (OSError, ValueError):
-                return False
-            if readable:
-                return True
-            if not entry.following():
+                self.on_connection_end()
+            except Exception:
+                log.exception("releasing connection resources failed")
+
+    def _await_frame(self, entry: Connection) -> bool:
+        """With follows open, a connection may stay quiet for as long as it likes
+        (no idle timeout): wait until it sends, closes, or the server stops. Its
+        thread's reader is released meanwhile: 100 waiting follow connections
+        held ~12 MB of SQLite caches, reopened only by a request of their own."""
+        self._release_thread()
+        while not self._stop.is_set():
+            if wait_for(entry.sock, False, 1.0) or not entry.following():
                 return True
         return False
 
-    def _follow_op(self, entry: _Conn, req_id: Any, op: str, message: dict[str, Any]) -> Any:
+    def _follow_op(self, entry: Connection, req_id: Any, op: str, message: dict[str, Any]) -> Any:
         assert self.follows is not None and self.follow_scope is not None
         try:
             if op == "unfollow":
@@ -455,9 +416,12 @@ class Server:
             else:
                 with self._slot_for(entry.client)(time.monotonic() + self.limits.queue_wait):  # its probe is a request
                     args, scope = self.follow_scope(message.get("args"), message.get("caller"))
-                if entry.follows is None:
-                    entry.follows = ConnectionFollows(lambda frame: self._reply(entry, frame))
-                sub = self.follows.subscribe(entry.follows, req_id, args, scope)
+                with self._conn_lock:
+                    if not entry.following():
+                        self._follow_room(entry)
+                    if entry.follows is None:
+                        entry.follows = ConnectionFollows(entry)
+                    sub = self.follows.subscribe(entry.follows, req_id, args, scope)
                 result = wire.FollowResult(subscription=sub.id, max_queued_hits=wire.FOLLOW_QUEUE_HITS)
         except ProtocolError as exc:
             return _error(req_id, exc.code, wire.clip(exc.message, 2000))
@@ -469,11 +433,9 @@ def _error(req_id: Any, code: str, message: str) -> dict[str, Any]:
     return {"id": req_id, "ok": False, "error": {"code": code, "message": message}}
 
 
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
+def _ended(why: str) -> Callable[[Subscription], str]:
+    """What a follow ended by the server is told."""
+    return lambda sub: f"follow {sub.id} ended: {why}; follow again"
 
 
 def _refuse_foreign(path: Path) -> None:

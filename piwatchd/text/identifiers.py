@@ -44,7 +44,10 @@ _STARTS = re.compile(r"(?<=[LD])U|(?<=U)U(?=L)")
 _ASCII_STARTS = re.compile(r"(?<=[^A-Z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][^A-Z0-9])")
 
 
-@lru_cache(maxsize=1 << 16)  # names repeat across a history: each is split once
+# Names repeat: each is split once while it is in use. A snippet splits every
+# word of its window, so a soak's unique markers filled 65,536 entries (16 MB)
+# over an hour; 4,096 hold what recent searches and snippets use.
+@lru_cache(maxsize=1 << 12)
 def _split(segment: str) -> tuple[str, ...]:
     kinds = segment.translate(_ASCII_KINDS) if segment.isascii() else "".join(map(_kind, segment))
     cuts = [0, *(m.start() for m in _STARTS.finditer(kinds)), len(segment)]

@@ -68,9 +68,9 @@ class World:
         }
         self.proc: subprocess.Popen | None = None
 
-    def start(self, wait=True) -> subprocess.Popen:
+    def start(self, wait=True, args: tuple[str, ...] = ()) -> subprocess.Popen:
         proc = subprocess.Popen(
-            [str(BIN / "piwatchd"), "--sessions", str(self.root), "--settle", "0.02", "--max-latency", "0.2"],
+            [str(BIN / "piwatchd"), "--sessions", str(self.root), "--settle", "0.02", "--max-latency", "0.2", *args],
             env=self.env,
             stderr=subprocess.PIPE,
             text=True,

@@ -102,9 +102,11 @@ class Hit(Wire):
 
 class FollowResult(Wire):
     """The answer to `follow`; then FollowUpdate results arrive, unasked, with
-    the follow request's id, until `unfollow`. A reader that falls more than
-    `maxQueuedHits` behind gets an error `slow_consumer` with that id instead,
-    and the follow ends."""
+    the follow request's id, until `unfollow`. A follow piwatchd ends gets an
+    error with that id instead: `slow_consumer` for a reader that falls more
+    than `maxQueuedHits` behind or takes no update within piwatchd's frame
+    timeout, `busy` when its connection was closed for another client,
+    `unavailable` when piwatchd stops."""
 
     subscription: int
     max_queued_hits: int
