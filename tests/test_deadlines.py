@@ -11,6 +11,7 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import poll, waiting_on
 from helpers.world import World, write
 from piwatch.client import Client
 from piwatch.protocol import encode_frame
@@ -67,7 +68,7 @@ def test_waiting_for_freshness_holds_no_slot_and_wakes_on_commit(served):
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    time.sleep(0.3)
+    poll(lambda: waiting_on(commits._cond), message="the search waiting for a commit")
     # With one request slot, an unrelated request still answers at once while the waiter waits.
     for _ in range(3):
         t = time.monotonic()

@@ -11,6 +11,7 @@ import time
 
 import psutil
 import pytest
+from helpers.live import poll, waiting_on
 from helpers.world import Appender
 from piwatch import wire
 from piwatch.client import RequestFailed
@@ -41,15 +42,23 @@ def test_appends_arrive_as_soon_as_search_finds_them(world):
             for i in range(5):
                 start = time.monotonic()
                 (eid,) = append(f"narwhal sighting {i}")
-                found = None
-                while found is None and time.monotonic() - start < 10:
-                    if any(h.entry_id == eid for h in c.search("narwhal", limit=50).hits):
-                        found = time.monotonic()
-                    time.sleep(0.005)
-                while not any(not isinstance(h, Exception) and h.entry_id == eid for _, h in got):
-                    assert time.monotonic() - start < 10, got
-                    time.sleep(0.002)
-                arrived = next(at for at, h in got if not isinstance(h, Exception) and h.entry_id == eid)
+                # Each returns the moment it first saw the append: a search polling, the follow's update.
+                found = poll(
+                    lambda eid=eid: (
+                        any(h.entry_id == eid for h in c.search("narwhal", limit=50).hits) and time.monotonic()
+                    ),
+                    10,
+                    interval=0.005,
+                    message="a search to find the append",
+                )
+                arrived = poll(
+                    lambda eid=eid: next(
+                        (at for at, h in got if not isinstance(h, Exception) and h.entry_id == eid), None
+                    ),
+                    10,
+                    interval=0.002,
+                    message="the follow to deliver the append",
+                )
                 lags.append((found - start, arrived - start))
             # The follow hears each commit: no later than a polling search (+ its poll and a busy machine's slack).
             assert all(follow_s <= search_s + 0.25 for search_s, follow_s in lags), lags
@@ -106,10 +115,8 @@ def test_a_slow_reader_is_dropped_and_the_others_go_on(world):
         try:
             for _ in range(6):
                 flood(*[f"deluge wave {i} " + "x" * 200 for i in range(400)])
-                time.sleep(0.3)
-            deadline = time.monotonic() + 60
-            while len(got) < 2400 and time.monotonic() < deadline:
-                time.sleep(0.05)
+                time.sleep(0.3)  # paces the flood in waves (one commit each); decides nothing
+            poll(lambda: len(got) >= 2400, 60, interval=0.05, message="the fast follow to hear every wave")
             assert not [h for _, h in got if isinstance(h, Exception)]
             assert len({h.entry_id for _, h in got}) == 2400
             # Others' searches still answer promptly while the slow reader sits there.
@@ -296,9 +303,7 @@ def test_hub_rounds_only_news_each_follow_once_and_drops_a_full_queue():
     hub.round()
     assert first.dropped and second.dropped and hub.count() == 0
     blocked.set()
-    deadline = time.monotonic() + 10
-    while len([f for f in sent if not f.ok]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll(lambda: len([f for f in sent if not f.ok]) >= 2, message="both drops sent")
     errors = [f for f in sent if not f.ok]
     assert sorted(f.id for f in errors) == [1, 2] and {f.error.code for f in errors} == {ErrorCode.SLOW_CONSUMER}
     hub.end_connection(conn)
@@ -332,17 +337,16 @@ def test_a_round_searches_once_for_follows_asking_the_same():
     # Four follows asking the same share one search; another scope or other args search apart.
     assert asked == [[("x", False, ("/p",), (2, 3)), ("x", True, ("/p",), (2, 3)), ("x", True, ("/q",), (2, 3))]]
     want = {(0, 1), (0, 2), (1, 1), (1, 3), (2, 1), (2, 4)}  # (connection, request id): each gets its hits
-    deadline = time.monotonic() + 10
-    got: set = set()
-    while got != want and time.monotonic() < deadline:
-        got = {
+
+    def got() -> set:
+        return {
             (n, f.id)
             for n, out in enumerate(sent)
             for f in list(out)
             if [h.snippet for h in f.result.hits] == ["e2", "e3"]
         }
-        time.sleep(0.01)
-    assert got == want
+
+    poll(lambda: got() == want, message=f"the updates {want}")
     for c in conns:
         hub.end_connection(c)
 
@@ -398,11 +402,13 @@ def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
     from piwatchd.serve.ops import follow as ops_follow
 
     api = Api(world.db)
-    deadline = time.monotonic() + 30
     # Every event, once its text is on disk for this reader (the daemon may still hold it in memory).
-    while not (events := api.events_after(0, 500)) or events[-1] != api.newest_event():
-        assert time.monotonic() < deadline, "the world's text did not reach the disk index"
-        time.sleep(0.1)
+    events = poll(
+        lambda: (e := api.events_after(0, 500)) and e[-1] == api.newest_event() and e,
+        30,
+        interval=0.1,
+        message="the world's text on the disk index",
+    )
     queries = ["kraken", '"release notes"', "kraken answer", "nested", "zebraquux", "kraken zebraquux"]
     asks = []
     for q in queries:
@@ -489,7 +495,8 @@ def test_slots_wait_idle_returns_when_the_last_request_ends():
 
     def release_later():
         slots.release("a", False)
-        time.sleep(0.05)
+        # The waiter woke, saw b's slot still held and waits again: only b's release may end its wait.
+        poll(lambda: waiting_on(slots._cond), message="wait_idle waiting")
         released.set()
         slots.release("b", True)
 
