@@ -64,7 +64,7 @@ class PeakRss:
                 self.peak = max(self.peak, self.proc.memory_info().rss)
             except psutil.Error:
                 return
-            time.sleep(0.02)
+            time.sleep(0.02)  # the sampling period of a measurement; decides nothing
 
     def stop(self) -> int:
         self._stop.set()
@@ -267,9 +267,12 @@ def test_status_counts_a_file_being_ingested_as_backlog(live):
     entries.append(msg("last", "e29999", "user", "kittiwake is the last word"))
     (live.root / FOLDER / "large.jsonl").write_bytes(jsonl(v3_header("s-large"), *entries))
     seen = []
+
+    def done(c) -> bool:
+        seen.append(c.status().service.backlog_files)
+        return bool(c.search("kittiwake", exact=True).hits)
+
     with client(d) as c:
-        while not c.search("kittiwake", exact=True).hits:
-            seen.append(c.status().service.backlog_files)
-            time.sleep(0.05)
+        poll(lambda: done(c), 120, interval=0.05, message="the large file indexed")
     # While the large file was not done, status said so (it is sliced and re-queued between slices).
     assert max(seen) >= 1, seen

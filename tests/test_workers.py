@@ -94,12 +94,12 @@ def test_a_dead_worker_leaves_the_work_to_the_writer(tmp_path, no_pool):
 def test_no_worker_outlives_a_killed_writer(tmp_path):
     script = textwrap.dedent(
         """
-        import os, sys, time
+        import os, signal
         from piwatchd import workers
         workers.configure(2)
         pids = {workers.result(workers.submit(os.getpid)) for _ in range(8)}
         print(" ".join(map(str, workers.pool()._processes)), flush=True)
-        time.sleep(60)
+        signal.pause()  # until the test kills this writer
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
