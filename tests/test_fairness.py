@@ -20,7 +20,7 @@ import time
 import psutil
 import pytest
 from conftest import jsonl, msg, v3_header
-from helpers.live import FOLDER, poll, waiting_on
+from helpers.live import FOLDER, poll, stretched, waiting_on
 from piwatch.client import Client
 
 from piwatchd.serve.slots import FairSlots
@@ -129,6 +129,6 @@ def test_deep_pages_from_one_client_never_starve_another(live):
     )
     assert sum(outcomes.values()) == 64 and set(outcomes) <= {"ok", "busy", "timeout"}, outcomes
     assert outcomes.get("ok", 0) >= 2  # the flood's own pages are served, one at a time
-    assert len(latencies) >= 5 and max(latencies) < 2.0, latencies
+    assert len(latencies) >= 5 and max(latencies) < min(stretched(2.0), 8.0), latencies  # 10.7 s before
     assert after - before < 150 * 1024, (before, after)
     assert d.stop() == 0

@@ -5,6 +5,7 @@ service state, search through the CLI. Every wait is a poll with a deadline."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -40,6 +41,7 @@ __all__ = [
     "q",
     "search_cli",
     "searchable",
+    "stretched",
     "waiting_on",
 ]
 
@@ -66,6 +68,14 @@ def poll(predicate, timeout=10.0, interval=0.02, message="condition", errors: tu
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message} (last: {last!r})")
         time.sleep(interval)
+
+
+def stretched(seconds: float) -> float:
+    """A wall-clock bound met on a quiet machine, stretched by this machine's
+    load now: with L runnable processes per core (the 1-minute load average per
+    core) a process gets about 1/L of one, so its work takes about L times as
+    long. A bound that tells a failure apart (a timeout) caps it below that."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 def waiting_on(cond: threading.Condition) -> bool:
