@@ -79,14 +79,18 @@ def test_other_projects_never_arrive(world):
         theirs("okapi in the other project")
         mine("okapi here")
         theirs("okapi again elsewhere")
-        seen_all = []
-        for update in every.updates(timeout=5):
+        (last,) = mine("okapi last")  # after theirs': once ours hears of it, it has heard of every earlier one
+        seen_all, seen_ours = [], []
+        for update in every.updates(timeout=30):
             seen_all += [h.session_id for h in update.hits]
-            if len(seen_all) >= 3:
+            if len(seen_all) >= 4:
                 break
-        seen_ours = [h.session_id for u in ours.updates(timeout=1.5) for h in u.hits]
-        assert sorted(seen_all) == ["s-prefix", "s-prefix", "s-proj"]
-        assert seen_ours == ["s-proj"]
+        for update in ours.updates(timeout=30):
+            seen_ours += [(h.session_id, h.entry_id) for h in update.hits]
+            if ("s-proj", last) in seen_ours:
+                break
+        assert sorted(seen_all) == ["s-prefix", "s-prefix", "s-proj", "s-proj"]
+        assert [sid for sid, _ in seen_ours] == ["s-proj", "s-proj"], seen_ours
         ours.close()
         every.close()
 
