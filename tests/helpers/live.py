@@ -53,8 +53,10 @@ FOLDER = "--work-proj--"
 
 def poll(predicate, timeout=10.0, interval=0.02, message="condition", errors: tuple[type[Exception], ...] = ()):
     """The one wait of the tests: `predicate()` until it is truthy (returned),
-    at most `timeout` seconds. `errors`: exceptions that mean "not yet" (a
-    daemon still starting); the last one is reported at the deadline."""
+    at most `timeout` seconds on a quiet machine (`stretched` by its load).
+    `errors`: exceptions that mean "not yet" (a daemon still starting); the
+    last one is reported at the deadline."""
+    timeout = stretched(timeout)
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
