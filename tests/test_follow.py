@@ -355,6 +355,32 @@ def test_a_round_searches_once_for_follows_asking_the_same():
         hub.end_connection(c)
 
 
+def test_a_round_hears_each_event_once_however_the_ranking_moves(monkeypatch):
+    """450 new events all match, and each search orders their tied scores the
+    other way from the last (as a commit between two searches may: ties go by
+    where the documents sit): each event is heard exactly once. Pages of one
+    search (offsets 0, 200, 400) heard 51-200 twice and 201-250 never."""
+    from piwatchd.serve.ops import follow as ops_follow
+
+    searches: list[tuple[int, ...]] = []
+
+    def search(query, req, *, only_events, slot):
+        searches.append(only_events)
+        ranked = sorted(only_events, reverse=len(searches) % 2 == 0)
+        page = ranked[query.offset : query.offset + query.limit]
+        more = query.offset + query.limit < len(ranked)
+        return wire.SearchResult(
+            query=query.query, limit=query.limit, offset=query.offset, has_more=more, hits=[_hit(e) for e in page]
+        )
+
+    monkeypatch.setattr(ops_follow, "search", search)
+    events = list(range(1, 451))
+    hits = ops_follow.follow_hits(wire.FollowArgs(query="deluge"), None, events)
+    assert sorted(h.entry_id for h in hits) == sorted(f"e{e}" for e in events)
+    assert ops_follow.follow_hits(wire.FollowArgs(query="deluge"), None, []) == []  # no events: no search at all
+    assert len(searches) == 3
+
+
 @pytest.mark.parametrize(
     ("query_words", "present", "could"),
     [
