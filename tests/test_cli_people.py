@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
+from helpers.live import poll
 from helpers.world import BIN, write
 from piwatch import __version__
 from piwatch.commands.status import refeed_summary, run_summary
@@ -54,9 +54,7 @@ def test_every_command_piped_into_head_exits_quietly(world):
     for i in range(40):
         write(world.root, f"z{i}", f"s-many-{i}", str(world.proj), f"kraken many {i}", "kraken reply")
     with world.client({"all": True}) as c:
-        deadline = time.monotonic() + 30
-        while len(c.sessions(limit=100).sessions) < 45 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        poll(lambda: len(c.sessions(limit=100).sessions) >= 45, 30, interval=0.1, message="the 40 new sessions")
     for args in (["sessions", "--all"], ["search", "kraken", "--all", "--limit", "100"], ["status"]):
         # `head -n 0` is gone before piwatch writes: every write meets a closed pipe.
         for head, lines in (("head -1", 1), ("head -n 0", 0)):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import poll, stretched, waiting_on
 from helpers.world import World, write
 from piwatch.client import Client
 from piwatch.protocol import encode_frame
@@ -67,19 +68,19 @@ def test_waiting_for_freshness_holds_no_slot_and_wakes_on_commit(served):
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    time.sleep(0.3)
+    poll(lambda: waiting_on(commits._cond), message="the search waiting for a commit")
     # With one request slot, an unrelated request still answers at once while the waiter waits.
     for _ in range(3):
         t = time.monotonic()
         with _client(server, proj) as c:
             assert c.search("walrus").hits
-        assert time.monotonic() - t < 1.0
+        assert time.monotonic() - t < min(stretched(1.0), 4.0)
     index_once(db, [str(root)])  # the "ingest thread" commits the append ...
     committed = time.monotonic()
     commits.notify()  # ... and signals it
     thread.join(10)
     assert waited["hits"] == 2
-    assert time.monotonic() - committed < 1.0  # woken by the commit, long before its 8 s
+    assert time.monotonic() - committed < min(stretched(1.0), 4.0)  # woken by the commit, long before its 8 s
 
 
 @pytest.mark.parametrize("tail", [b'{"type":"message","id":"e9"', b"x" * 100_000, b" "])
@@ -91,7 +92,7 @@ def test_a_partial_last_line_counts_as_fresh(served, tail):
     with _client(server, proj) as c:
         c.search("walrus", filters={"sessionId": ["s-live"]}, wait=5)
         fresh = c.last_freshness.sessions[0]
-    assert time.monotonic() - t < 1.0
+    assert time.monotonic() - t < min(stretched(1.0), 3.0)  # not its 5 s wait
     assert fresh.complete and fresh.file_bytes == path.stat().st_size > fresh.indexed_bytes
 
 
@@ -110,7 +111,7 @@ def test_a_trickling_sender_is_cut_off_at_the_frame_deadline(served):
         s.sendall(prefix)
         t = time.monotonic()
         assert s.recv(100) == b""  # closed by the daemon, not answered
-        assert time.monotonic() - t < 3
+        assert time.monotonic() - t < min(stretched(3), 4.5)  # not the socket's 5 s timeout
         s.close()
 
 
@@ -135,7 +136,7 @@ def test_hundreds_of_slow_connections_do_not_lock_others_out(short_tmp):
             t = time.monotonic()
             with w.client({"cwd": str(w.proj)}) as c:
                 assert c.search("narwhal").hits
-            assert time.monotonic() - t < 3.0
+            assert time.monotonic() - t < min(stretched(3.0), 15)
         assert w.proc.poll() is None
     finally:
         for s in held:
@@ -152,5 +153,5 @@ def test_every_request_has_a_budget(served):
     response = api.handle(
         "search", {"query": "walrus", "filters": {"sessionId": ["s-live"]}, "waitSeconds": 10}, {"cwd": str(proj)}
     )
-    assert time.monotonic() - t < 1.0  # the budget, not waitSeconds, bounds the wait
+    assert time.monotonic() - t < min(stretched(1.0), 5.0)  # the budget, not waitSeconds (10 s), bounds the wait
     assert response.ok or response.error.code == "timeout"

@@ -17,9 +17,10 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 from conftest import jsonl, msg, v3_header
-from helpers.live import FOLDER, poll
+from helpers.live import FOLDER, poll, stretched, waiting_on
 from piwatch.client import Client
 
 from piwatchd.serve.slots import FairSlots
@@ -58,7 +59,7 @@ def test_a_waiter_takes_the_slot_released_for_it():
     got = []
     waiter = threading.Thread(target=lambda: got.append(slots.acquire("b", False, 5)))
     waiter.start()
-    time.sleep(0.1)
+    poll(lambda: waiting_on(slots._cond), message="the waiter blocked")
     assert not got  # still waiting
     slots.release("a", True)
     waiter.join(5)
@@ -87,6 +88,10 @@ print(json.dumps(out))
 """
 
 
+def unix_connections(pid: int) -> int:
+    return len(psutil.Process(pid).net_connections(kind="unix"))
+
+
 def rss_anon_kb(pid: int) -> int:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("RssAnon:"):
@@ -109,12 +114,13 @@ def test_deep_pages_from_one_client_never_starve_another(live):
         before = rss_anon_kb(d.proc.pid)
         flood = subprocess.Popen([sys.executable, "-c", FLOOD, str(d.socket), "64"], stdout=subprocess.PIPE, text=True)
         latencies = []
-        time.sleep(0.5)
+        # Measured once the flood holds the daemon (its connections open), while it lasts.
+        poll(lambda: unix_connections(d.proc.pid) >= 32 or flood.poll() is not None, 60, message="the flood")
         while flood.poll() is None:
             started = time.perf_counter()
             assert [h.entry_id for h in client.search("unique3x5", limit=5).hits] == ["s3e5"]
             latencies.append(time.perf_counter() - started)
-            time.sleep(0.1)
+            time.sleep(0.1)  # paces the trivial client (ten searches a second); decides nothing
         after = rss_anon_kb(d.proc.pid)
     outcomes = json.loads(flood.stdout.read())
     print(
@@ -123,6 +129,6 @@ def test_deep_pages_from_one_client_never_starve_another(live):
     )
     assert sum(outcomes.values()) == 64 and set(outcomes) <= {"ok", "busy", "timeout"}, outcomes
     assert outcomes.get("ok", 0) >= 2  # the flood's own pages are served, one at a time
-    assert len(latencies) >= 5 and max(latencies) < 2.0, latencies
+    assert len(latencies) >= 5 and max(latencies) < min(stretched(2.0), 8.0), latencies  # 10.7 s before
     assert after - before < 150 * 1024, (before, after)
     assert d.stop() == 0

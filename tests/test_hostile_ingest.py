@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import jsonl, msg, v3_header
-from helpers.live import FOLDER, Daemon, poll, q
+from helpers.live import FOLDER, Daemon, poll, q, stretched
 from piwatch.client import Client
 from piwatch.transports import SocketTransport
 from piwatch.wire import ServiceStatus
@@ -64,7 +64,7 @@ class PeakRss:
                 self.peak = max(self.peak, self.proc.memory_info().rss)
             except psutil.Error:
                 return
-            time.sleep(0.02)
+            time.sleep(0.02)  # the sampling period of a measurement; decides nothing
 
     def stop(self) -> int:
         self._stop.set()
@@ -87,7 +87,7 @@ def test_one_entry_with_thousands_of_file_reads_costs_linear_work(live, calls):
         seconds = time.monotonic() - started
         peak = rss.stop()
         # Generous against a loaded CI machine; README's figure is the measured one.
-        assert seconds < 15, seconds
+        assert seconds < stretched(15), seconds
         assert peak < 300 * 2**20, peak >> 20
         # The first files read are filters; the ones past the cap are not (said by diagnostics and read).
         assert [
@@ -122,7 +122,7 @@ def test_restart_after_kill9_in_the_middle_of_huge_entries_is_ready_in_seconds(l
     with client(d2) as c:
         for n in range(6):
             poll(lambda n=n: c.search(f"heron{n}", exact=True).hits, 60, message=f"session {n} after restart")
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < stretched(30)
 
 
 def _append_latencies(live, d, rounds: int = 5) -> list[float]:
@@ -158,7 +158,7 @@ def test_a_giant_line_never_holds_back_other_sessions(live, header, gib):
     rss = PeakRss(d.proc.pid)
     latencies = _append_latencies(live, d)
     # The goal is 1 s (README); a loaded CI machine gets slack, never the 64 s this once took.
-    assert max(latencies) < 3, latencies
+    assert max(latencies) < stretched(3), latencies
     with client(d) as c:
         if header:
             poll(lambda: c.search("gannet", exact=True).hits, 60, message="the entry after the giant line")
@@ -240,7 +240,7 @@ def test_new_folders_under_a_symlinked_root_are_indexed_at_once(linked):
                 hits = poll(
                     lambda i=i: c.search(f"newword{i}", exact=True).hits, 20, interval=0.01, message="the new folder"
                 )
-                assert time.monotonic() - started < 3  # the goal is 1 s; measured ~0.1-0.3 s
+                assert time.monotonic() - started < stretched(3)  # the goal is 1 s; measured ~0.1-0.3 s
                 assert hits[0].session_id == f"s-n{i}"
             if linked:
                 other = base / "other"
@@ -267,9 +267,12 @@ def test_status_counts_a_file_being_ingested_as_backlog(live):
     entries.append(msg("last", "e29999", "user", "kittiwake is the last word"))
     (live.root / FOLDER / "large.jsonl").write_bytes(jsonl(v3_header("s-large"), *entries))
     seen = []
+
+    def done(c) -> bool:
+        seen.append(c.status().service.backlog_files)
+        return bool(c.search("kittiwake", exact=True).hits)
+
     with client(d) as c:
-        while not c.search("kittiwake", exact=True).hits:
-            seen.append(c.status().service.backlog_files)
-            time.sleep(0.05)
+        poll(lambda: done(c), 120, interval=0.05, message="the large file indexed")
     # While the large file was not done, status said so (it is sliced and re-queued between slices).
     assert max(seen) >= 1, seen

@@ -27,9 +27,11 @@ from helpers.live import (
     entry_ids,
     line,
     no_diagnostics,
+    observed,
     poll,
     q,
     search_cli,
+    searchable,
 )
 
 from piwatchd.text.tantivy.feed import MAX_REPAY_ATTEMPTS
@@ -44,13 +46,14 @@ def test_append_byte_by_byte_and_mid_line(live):
     with open(live.path, "ab", buffering=0) as fh:
         for i in range(len(rec) - 1):
             fh.write(rec[i : i + 1])
-            time.sleep(0.002)
-        # Half a record for longer than settle + max latency: nothing ingested, nothing reported.
-        time.sleep(0.8)
+            time.sleep(0.002)  # paces the writer (a byte at a time, as a slow one writes); decides nothing
+        # Half a record, checked by the daemon as it is now: nothing ingested, nothing reported.
+        poll(lambda: observed(live.db, live.path), message="the half record observed")
         assert entry_ids(live.db) == ["a", "b"]
         assert no_diagnostics(live.db)
         fh.write(rec[-1:])
-    poll(lambda: entry_ids(live.db) == ["a", "b", "c"], message="byte-by-byte record")
+    poll(lambda: searchable(live.db, live.path), message="byte-by-byte record searchable")
+    assert entry_ids(live.db) == ["a", "b", "c"]
     assert no_diagnostics(live.db)
     assert search_cli(live.db, "gamma") == [("s-1", "c")]
     assert d.stop() == 0
@@ -68,7 +71,7 @@ def test_continuous_appends_are_ingested_within_max_latency(live):
         for i in range(100):
             fh.write(line(f"n{i}", parent, f"steady {i}"))
             parent = f"n{i}"
-            time.sleep(0.02)
+            time.sleep(0.02)  # the appends' pace is the test's input: quicker than settle, for 2 s
             if i > 40 and len(entry_ids(live.db)) > 2:
                 seen_while_writing = True
     assert seen_while_writing, "a continuously appended file was not ingested while being written"
@@ -92,7 +95,7 @@ def test_truncate_rewrite_same_size_and_torn_line(live):
     # A writer dies mid-record, a later one appends: the torn bytes are skipped and reported.
     with open(live.path, "ab") as fh:
         fh.write(line("x", None, "lost record")[:25])
-    time.sleep(0.5)
+    poll(lambda: observed(live.db, live.path), message="the torn bytes observed")
     with open(live.path, "ab") as fh:
         fh.write(line("y", None, "survivor otter"))
     poll(lambda: entry_ids(live.db) == ["y"], message="record after a torn line")
@@ -112,7 +115,7 @@ def test_rename_over_delete_and_recreate(live):
     tmp = live.root / FOLDER / ".s1.jsonl.tmp"
     tmp.write_bytes(jsonl(v3_header(), msg("r", None, "user", "renamed puffin")))
     os.replace(tmp, live.path)
-    poll(lambda: entry_ids(live.db) == ["r"], message="rename over")
+    poll(lambda: entry_ids(live.db) == ["r"] and searchable(live.db, live.path), message="rename over")
     assert search_cli(live.db, "walrus") == [] and search_cli(live.db, "puffin") == [("s-1", "r")]
     # Delete: removed only once it is really gone.
     ino = live.path.stat().st_ino
@@ -122,7 +125,7 @@ def test_rename_over_delete_and_recreate(live):
     assert entry_ids(live.db, "s-2") == ["o"]
     # Recreate at the same path (the file system may hand back the same inode).
     live.path.write_bytes(jsonl(v3_header(), msg("n", None, "user", "newborn gecko")))
-    poll(lambda: entry_ids(live.db) == ["n"], message="recreated file")
+    poll(lambda: entry_ids(live.db) == ["n"] and searchable(live.db, live.path), message="recreated file")
     reused = live.path.stat().st_ino == ino
     assert search_cli(live.db, "puffin") == [], f"inode reused: {reused}"
 
@@ -352,7 +355,7 @@ def test_kill9_at_random_points_converges_to_a_clean_build(live, pitools):
     kills = 0
     for round_ in range(8):
         d = live.daemon(sessions, wait=False)
-        time.sleep(rng.uniform(0.3, 1.5))
+        time.sleep(rng.uniform(0.3, 1.5))  # the kill's moment is the test's input: any must converge
         if d.proc.poll() is None:
             d.kill9()
             kills += 1

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 from conftest import jsonl, v3_header
-from helpers.live import FOLDER, PIWATCH, entry_ids, line, no_diagnostics, poll, q, search_cli
+from helpers.live import FOLDER, PIWATCH, entry_ids, line, no_diagnostics, poll, q, search_cli, searchable
 from helpers.omp import title_slot
 
 
@@ -57,7 +57,10 @@ def test_title_slot_rewritten_during_appends_renames_without_rebuild(live):
             poll(lambda: len(entry_ids(live.db)) == len(ids), message=f"append {i}")
             _retitle(live.path, f"alone {i}")
             poll(lambda i=i: _name(live.db) == f"alone {i}", message=f"rename {i} alone")
-    poll(lambda: entry_ids(live.db) == ids and _name(live.db) == "alone 24", message="every append, last title")
+    poll(
+        lambda: entry_ids(live.db) == ids and _name(live.db) == "alone 24" and searchable(live.db, live.path),
+        message="every append searchable, last title",
+    )
     # Never rebuilt: the first event kept its row, and every byte was ingested once.
     assert _rowids(live.db)[:1] == first
     size = os.path.getsize(live.path)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.live import FOLDER, PIWATCH, poll, q, search_cli
+from helpers.live import FOLDER, PIWATCH, poll, q, search_cli, searchable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "omp"))
 import omptools
@@ -44,7 +44,8 @@ def test_real_omp_sessions_are_indexed_as_written(live):
     files = omptools.write_sessions(live.root / FOLDER, "/work/proj", N, live.base / "home")
     assert len(files) == N
     d = live.daemon()
-    poll(lambda: q(live.db, "SELECT count(*) FROM sessions")[0][0] == N, 60, message="omp's sessions indexed")
+    poll(lambda: all(searchable(live.db, f) for f in files), 60, message="omp's sessions searchable")
+    assert q(live.db, "SELECT count(*) FROM sessions") == [(N,)]
     for i in range(N):
         for token in (f"usertoken{i}", f"assistanttoken{i}", f"latertoken{i}", f"firsttoken{i}", f"secondtoken{i}"):
             hits = set(search_cli(live.db, token))

@@ -27,6 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
 import pitools
+from helpers.live import poll
 from piwatch.client import Client, PiwatchError
 from piwatch.protocol import MAX_REQUEST_BYTES, ProtocolError, encode_frame, recv_frame
 
@@ -118,22 +119,18 @@ class World:
 
 
 def _wait_indexed(world: World, expected_sessions: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
+    def indexed() -> bool:
         if world.daemon.poll() is not None:
             raise AssertionError(f"piwatchd exited {world.daemon.returncode}:\n{world.daemon.stderr.read()[-4000:]}")
-        try:
-            with Client(world.sock, timeout=5, caller={"all": True}) as c:
-                last = c.sessions()
-            if len(last.sessions) >= expected_sessions:
-                return
-        except PiwatchError as exc:
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(
-        f"piwatchd at {world.sock} did not index {expected_sessions} sessions within {timeout}s (last: {last}); "
-        "does `piwatchd` serve its socket yet?"
+        with Client(world.sock, timeout=5, caller={"all": True}) as c:
+            return len(c.sessions().sessions) >= expected_sessions
+
+    poll(
+        indexed,
+        timeout,
+        interval=0.2,
+        errors=(PiwatchError,),
+        message=f"piwatchd at {world.sock} to serve and index {expected_sessions} sessions",
     )
 
 

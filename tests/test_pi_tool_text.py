@@ -25,7 +25,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pi"))
 import pitools
+from helpers.live import poll
 from piwatch.client import Client, PiwatchError
 
 pytestmark = [pytest.mark.pi, pytest.mark.timeout(600)]
@@ -129,18 +129,13 @@ def world(request):
 
 
 def _wait_indexed(w: World, sessions: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def indexed() -> bool:
         if w.daemon.poll() is not None:
             raise AssertionError(f"piwatchd exited {w.daemon.returncode}:\n{w.daemon.stderr.read()[-4000:]}")
-        try:
-            with Client(w.sock, timeout=5, caller={"all": True}) as c:
-                if len(c.sessions().sessions) >= sessions:
-                    return
-        except PiwatchError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"piwatchd did not index {sessions} sessions within {timeout}s")
+        with Client(w.sock, timeout=5, caller={"all": True}) as c:
+            return len(c.sessions().sessions) >= sessions
+
+    poll(indexed, timeout, interval=0.2, errors=(PiwatchError,), message=f"piwatchd to index {sessions} sessions")
 
 
 # -- the query language -----------------------------------------------------------------------------

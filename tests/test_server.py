@@ -7,11 +7,11 @@ import os
 import socket
 import struct
 import threading
-import time
 
 import msgpack
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import poll
 from piwatch.client import Client, QueryError, RequestFailed
 from piwatch.protocol import encode_frame, recv_frame
 
@@ -208,9 +208,7 @@ def test_many_concurrent_clients(served):
         t.join()
     assert errors == []
     # Finished connections release their SQLite connections (no descriptor leak).
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and len(server.threads()) > 1:
-        time.sleep(0.05)
+    poll(lambda: len(server.threads()) <= 1, 5, interval=0.05, message="the finished connections' threads gone")
     # (The text index's segment files stay open in the one shared index object.)
     db_fds = [
         f

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from conftest import jsonl, msg, v3_header
+from helpers.live import poll
 from helpers.world import wait_for
 from piwatch.tui_model import (
     COLUMNS,
@@ -228,9 +229,7 @@ def test_newest_only_skips_replaced_jobs_and_never_overlaps():
     for job in (2, 3, 4):  # while 1 runs: only the newest is kept
         runner.submit(job)
     release.set()
-    deadline = time.monotonic() + 5
-    while ran != [1, 4] and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll(lambda: len(ran) == 2, 5, message="the newest job run")
     runner.close()
     assert ran == [1, 4]
 
@@ -296,32 +295,34 @@ def test_nothing_found_shows_each_word_by_itself(world):
 def test_late_answers_to_older_queries_never_show(world):
     from piwatch.tui import Backend, SearchApp
 
+    in_flight, release = threading.Event(), threading.Event()
+
     class SlowFirst(Backend):
-        """The answer for "kra" takes a second: it arrives after "kraken"'s."""
+        """The answer for "kra" waits until "kraken" was typed: it comes back late."""
 
         def call(self, op, args, caller):
             if op == "search" and args["query"] == "kra":
-                time.sleep(1.0)
+                in_flight.set()
+                release.wait(15)
             return super().call(op, args, caller)
 
-    drawn = []
+    shown = []
 
     class Recording(SearchApp):
         def _draw(self, ticket, line, *rest):
-            if self.searches.is_current(ticket):
-                drawn.append(line)
             super()._draw(ticket, line, *rest)
+            shown.append(self.shown_query)
 
     async def go():
         app = Recording(SlowFirst(str(world.sock)), cwd=str(world.proj))
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.press(*"kra")
-            await pilot.pause(0.2)  # "kra" is in flight
+            await _until(pilot, in_flight.is_set)
             await pilot.press(*"ken")
+            release.set()
+            # One search at a time: "kra"'s late answer came, and was handled, before "kraken"'s.
             await _until(pilot, lambda: app.shown_query == "kraken")
-            await pilot.pause(1.5)  # the slow answer has come back by now
-            assert app.shown_query == "kraken" and drawn[-1] == "kraken", drawn
-            assert "kra" not in drawn[drawn.index("kraken") :]
+            assert "kra" not in shown, shown
 
     _run(go())
 
@@ -471,9 +472,10 @@ def test_a_pinned_query_shows_new_matches_live(world):
             await pilot.press("ctrl+f")
             assert app.pin_stop is not None
             theirs("narwhal elsewhere")  # another project: never shown here
+            with world.client({"all": True}) as everyone:  # committed before ours: heard in the same round or earlier
+                poll(lambda: everyone.search("elsewhere").hits, 30, message="the other project's append indexed")
             append(f"narwhal \x1b[5m live {TROJAN}")
             await _until(pilot, lambda: app.pinned_count >= 1, timeout=30)
-            await pilot.pause(0.5)
             text = str(app.pinned_w.render())
             assert app.pinned_count == 1 and "narwhal" in text and not RAW.search(text) and "\\x1b" in text
             assert TROJAN_SHOWN in text
@@ -487,24 +489,31 @@ def test_a_pinned_query_shows_new_matches_live(world):
 def test_a_search_never_waits_behind_a_slow_preview(world):
     from piwatch.tui import Backend, SearchApp
 
-    reading = threading.Event()
+    reading, release, read = threading.Event(), threading.Event(), threading.Event()
 
     class SlowRead(Backend):
         def call(self, op, args, caller):
-            if op == "read":
-                reading.set()
-                time.sleep(3.0)
-            return super().call(op, args, caller)
+            if op != "read":
+                return super().call(op, args, caller)
+            reading.set()
+            release.wait(30)
+            try:
+                return super().call(op, args, caller)
+            finally:
+                read.set()
 
     async def go():
         app = SearchApp(SlowRead(str(world.sock)), cwd=str(world.proj))
         async with app.run_test(size=(160, 48)) as pilot:
-            await pilot.press(*"kraken")
-            await _until(pilot, lambda: reading.is_set())  # the preview's read is out for 3 s
-            await pilot.press("ctrl+u", *"answer")
-            start = time.monotonic()
-            await _until(pilot, lambda: app.shown_query == "answer" and app.hits)
-            assert time.monotonic() - start < 2.0  # searched on its own connection
+            try:
+                await pilot.press(*"kraken")
+                await _until(pilot, reading.is_set)  # the preview's read is out until the end
+                await pilot.press("ctrl+u", *"answer")
+                # Answered while the read still waits: searched on its own connection and thread.
+                await _until(pilot, lambda: app.shown_query == "answer" and app.hits)
+            finally:
+                release.set()
+                await _until(pilot, read.is_set)  # answered before the app closes its connections
 
     _run(go())
 
@@ -525,9 +534,7 @@ def test_long_queries_scroll_and_the_page_follows_the_screen(world):
             query = app.query_one(QueryInput)
             query.value = line
             query.cursor_position = len(line)
-            await _until(pilot, lambda: app.shown_query == line)
-            await pilot.pause(0.1)
-            assert query.scroll_offset.x > 0
+            await _until(pilot, lambda: app.shown_query == line and query.scroll_offset.x > 0)
             shown = "".join(str(query.render_line(y).text) for y in range(query.size.height))
             assert "zzzz" in shown and "kraken" not in shown
             app._set_preview("\n".join(f"line {i}" for i in range(200)))  # longer than the pane
@@ -928,9 +935,9 @@ def test_the_preview_marks_the_matches_and_opens_at_the_first(world):
             row = [h.entry_id for h in app.hits].index("s-deep-e1")
             await pilot.press(*["down"] * row)
             pane = app.preview_w
-            await _until(pilot, lambda: "entry s-deep-e1" in app.preview_text and pane.text == app.preview_text)
-            await pilot.pause(0.1)
-            assert pane.top > 60
+            await _until(
+                pilot, lambda: "entry s-deep-e1" in app.preview_text and pane.text == app.preview_text and pane.top > 60
+            )
             line = pane.render_line(PreviewPane.CONTEXT)
             marked = [seg.text for seg in line if seg.style and seg.style.reverse]
             assert "Zeppelin landed" in line.text and marked == ["Zeppelin"], list(line)

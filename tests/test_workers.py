@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from helpers.live import poll
 
 from piwatchd import workers
 from piwatchd.text.tantivy import forms as forms_mod
@@ -79,7 +79,7 @@ def test_a_dead_worker_leaves_the_work_to_the_writer(tmp_path, no_pool):
                 text.forms.prepare(frags)
             for proc in list(pool._processes.values()):
                 os.kill(proc.pid, signal.SIGKILL)
-            time.sleep(0.5)
+            poll(lambda pool=pool: pool._broken, message="the pool to see its worker die")
             text.forms.prepare(frags)
             for f in frags:
                 got = text.forms.value((f.text, f.tail, f.meta))
@@ -94,12 +94,12 @@ def test_a_dead_worker_leaves_the_work_to_the_writer(tmp_path, no_pool):
 def test_no_worker_outlives_a_killed_writer(tmp_path):
     script = textwrap.dedent(
         """
-        import os, sys, time
+        import os, signal
         from piwatchd import workers
         workers.configure(2)
         pids = {workers.result(workers.submit(os.getpid)) for _ in range(8)}
         print(" ".join(map(str, workers.pool()._processes)), flush=True)
-        time.sleep(60)
+        signal.pause()  # until the test kills this writer
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -109,12 +109,7 @@ def test_no_worker_outlives_a_killed_writer(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + 10
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.2)
-        alive = [p for p in pids if _alive(p)]
-    assert not alive, f"workers {alive} outlived their writer"
+    poll(lambda: not any(_alive(p) for p in pids), 10, message=f"workers {pids} to end with their writer")
 
 
 def _alive(pid: int) -> bool:
@@ -173,7 +168,7 @@ def test_a_pool_that_keeps_dying_is_given_up(no_pool):
         assert workers.result(workers.submit(os.getpid)) != os.getpid()
         for proc in list(pool._processes.values()):
             os.kill(proc.pid, signal.SIGKILL)
-        time.sleep(0.3)
+        poll(lambda pool=pool: pool._broken, message="the pool to see its workers die")
         assert workers.result(workers.submit(os.getpid)) is None
     assert workers.pool() is None and workers.submit(os.getpid) is None
     workers.configure(1)  # configuring again starts afresh

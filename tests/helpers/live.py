@@ -5,12 +5,14 @@ service state, search through the CLI. Every wait is a poll with a deadline."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from conftest import jsonl, msg, v3_header
 from piwatch.wire import ServiceStatus
 
 from piwatchd.serve.status import read_service_state
+from piwatchd.store.schema import searchable_bytes
 
 __all__ = [
     "BASE",
@@ -33,9 +36,13 @@ __all__ = [
     "line",
     "live_env",
     "no_diagnostics",
+    "observed",
     "poll",
     "q",
     "search_cli",
+    "searchable",
+    "stretched",
+    "waiting_on",
 ]
 
 BIN = Path(sys.executable).parent
@@ -44,15 +51,39 @@ PIWATCH = str(BIN / "piwatch")
 FOLDER = "--work-proj--"
 
 
-def poll(predicate, timeout=10.0, interval=0.02, message="condition"):
+def poll(predicate, timeout=10.0, interval=0.02, message="condition", errors: tuple[type[Exception], ...] = ()):
+    """The one wait of the tests: `predicate()` until it is truthy (returned),
+    at most `timeout` seconds on a quiet machine (`stretched` by its load).
+    `errors`: exceptions that mean "not yet" (a daemon still starting); the
+    last one is reported at the deadline."""
+    timeout = stretched(timeout)
     deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+        except errors as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message} (last: {last!r})")
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message} (last: {last!r})")
+
+
+def stretched(seconds: float) -> float:
+    """A wall-clock bound met on a quiet machine, stretched by this machine's
+    load now: with L runnable processes per core (the 1-minute load average per
+    core) a process gets about 1/L of one, so its work takes about L times as
+    long. A bound that tells a failure apart (a timeout) caps it below that."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def waiting_on(cond: threading.Condition) -> bool:
+    """Whether a thread is blocked in `cond.wait()` (CPython's list of its
+    waiters): a test then knows the waiter waits before it releases it."""
+    return bool(cond._waiters)
 
 
 class Daemon:
@@ -166,6 +197,25 @@ BASE = jsonl(
 
 def line(eid, parent, text):
     return jsonl(msg(eid, parent, "user", text))
+
+
+def searchable(db: Path, path: Path) -> bool:
+    """Whether all of `path` is searchable from the index file (`searchable_bytes`),
+    as `piwatch search --db` searches it: its lines in SQLite and their text in
+    the on-disk text index, which piwatchd commits a moment after SQLite (its
+    own searches see the text at once, from memory)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return searchable_bytes(conn, str(path)) == path.stat().st_size
+    finally:
+        conn.close()
+
+
+def observed(db: Path, path: Path) -> bool:
+    """Whether piwatchd has checked `path` as it is now (its checkpoint's size
+    is the file's), whatever it found there: a half-written line is observed
+    and left unread."""
+    return q(db, "SELECT size FROM sources WHERE path=?", str(path)) == [(path.stat().st_size,)]
 
 
 def no_diagnostics(db):

@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import jsonl, msg, v3_header
 from piwatch.client import Client
+
+from helpers.live import poll
 
 __all__ = ["BIN", "Appender", "World", "wait_for", "world_env", "write"]
 
@@ -37,17 +38,8 @@ def write(root: Path, folder: str, sid: str, cwd: str, *texts: str) -> Path:
 
 
 def wait_for(fn, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = fn()
-            if value:
-                return value
-        except Exception as exc:  # retried until the deadline
-            last = exc
-        time.sleep(0.05)
-    raise AssertionError(f"timed out; last error: {last!r}")
+    """`poll` for a world's daemon: any error means "not yet" (it may still be starting)."""
+    return poll(fn, timeout, interval=0.05, errors=(Exception,))
 
 
 class World:

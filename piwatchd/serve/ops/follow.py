@@ -108,9 +108,12 @@ class NewWords:
 
 
 def follow_hits(args: wire.FollowArgs, req: OpRequest, events: list[int]) -> list[wire.Hit]:
-    """The follow's hits among `events` (event rowids)."""
-    if not events:
-        return []  # (no restriction would mean every event)
+    """The follow's hits among `events` (event rowids): one search for each
+    MAX_LIMIT of them, whose first page holds all their hits (an event is at
+    most one hit). Never pages of one search: the ingest goes on between them,
+    and a ranking that moved in between (tied scores are ordered by where the
+    documents sit, which a commit changes) repeated some events and skipped
+    others (`tests/test_follow.py`)."""
     query = wire.SearchArgs(
         query=args.query,
         filters=args.filters,
@@ -119,12 +122,9 @@ def follow_hits(args: wire.FollowArgs, req: OpRequest, events: list[int]) -> lis
         exact=args.exact,
     )
     hits: list[wire.Hit] = []
-    for offset in range(0, len(events) + 1, wire.MAX_LIMIT):  # an event is at most one hit
-        query.offset = offset
-        result = search(query, req, only_events=tuple(events), slot=False)
+    for start in range(0, len(events), wire.MAX_LIMIT):  # none for no events (no restriction: every event)
+        result = search(query, req, only_events=tuple(events[start : start + wire.MAX_LIMIT]), slot=False)
         hits.extend(h for h in result.hits if h.tier in ("exact", "forms"))
-        if not result.has_more:
-            break
     return hits
 
 
