@@ -379,7 +379,7 @@ class Soak:
                 "series": [[round(t), round(r, 1)] for t, r in mb],
             },
             "anonymous_mb": _trend([(t, a / 2**20) for (t, _), (a, _f) in zip(self.rss, self.split)]),
-            "daemon_memory": _memory_log(self.base / "memlog"),
+            "daemon_memory": _memory_log(self.base / "memlog", seconds),
             "file_mapped_mb": _trend([(t, f / 2**20) for (t, _), (_a, f) in zip(self.rss, self.split)]),
             "index_mb": round(
                 sum(
@@ -449,11 +449,12 @@ def _medians(series: list[tuple[float, float]], width: float) -> list[float]:
     ]
 
 
-def _memory_log(folder: Path, top: int = 25) -> dict:
+def _memory_log(folder: Path, until: float, top: int = 25) -> dict:
     """The daemon's own account of its memory (PIWATCH_MEMLOG, `piwatchd/memory.py`):
     per minute, anonymous memory, glibc's heap in use, free and mapped apart, SQLite's share (MB),
     threads; with tracemalloc, what grew between the snapshot after warm-up (the first
-    at 3 minutes or later) and the last: the top allocation sites by growth."""
+    at 3 minutes or later) and the last before the load ended (`until` seconds): the
+    top allocation sites by growth."""
     import tracemalloc
 
     log = folder / "heap.jsonl"
@@ -462,7 +463,7 @@ def _memory_log(folder: Path, top: int = 25) -> dict:
         key: [r[key] if key == "threads" else round(r[key] / 2**20, 1) for r in rows if key in r]
         for key in ("rss_anon", "in_use", "free", "mmapped", "sqlite", "threads", *ANON_KINDS)
     }
-    snaps = sorted(folder.glob("*.tm"), key=lambda p: int(p.stem))
+    snaps = sorted((p for p in folder.glob("*.tm") if int(p.stem) <= until), key=lambda p: int(p.stem))
     if len(snaps) >= 3:
         warm = next((p for p in snaps if int(p.stem) >= 180), snaps[1])
         first, last = (tracemalloc.Snapshot.load(str(p)) for p in (warm, snaps[-1]))

@@ -202,9 +202,8 @@ class Server:
         with self._conn_lock:
             conns = list(self._conns.values())
         for c in conns:
-            if c.follows is not None and self.follows is not None:
-                # Its follows are told why; its pusher then closes it.
-                self.follows.end_connection(c.follows, ErrorCode.UNAVAILABLE, _ended("piwatchd is stopping"))
+            if c.follows is not None:
+                self._end_follows(c)  # its pusher says why, then closes it
             elif not c.in_request:
                 shutdown(c.sock)  # wake threads blocked in recv
         deadline = time.monotonic() + timeout
@@ -291,8 +290,8 @@ class Server:
         except Exception:  # never let one connection take the daemon down
             log.exception("connection handler failed")
         finally:
-            if entry.follows is not None and self.follows is not None:
-                self.follows.end_connection(entry.follows)
+            if entry.follows is not None:
+                self._end_follows(entry)
                 entry.follows.join(self.limits.frame_timeout)  # its last words (a stop's) before the close
             with entry.send_lock:
                 conn.close()
@@ -386,6 +385,17 @@ class Server:
         return response
 
     # -- follow ------------------------------------------------------------------------
+
+    def _end_follows(self, entry: Connection) -> None:
+        """The connection's follows are over: told why when the server stops
+        (whichever of stop() and the connection's own thread comes first),
+        quietly when the connection ended."""
+        if entry.follows is None or self.follows is None:
+            return
+        if self._stop.is_set():
+            self.follows.end_connection(entry.follows, ErrorCode.UNAVAILABLE, _ended("piwatchd is stopping"))
+        else:
+            self.follows.end_connection(entry.follows)
 
     def _release_thread(self) -> None:
         if self.on_connection_end is not None:
