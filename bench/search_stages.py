@@ -30,19 +30,21 @@ _searches: dict[str, int] = defaultdict(int)
 _stack: list[str] = []
 
 
-def _timed(owner: Any, name: str, stage: str) -> None:
-    """Wrap owner.name so its CPU (less its timed callees') counts for `stage`."""
+def _timed(owner: Any, name: str, stage: str | Callable[..., str]) -> None:
+    """Wrap owner.name so its CPU (less its timed callees') counts for
+    `stage` (or the stage it names from the call's arguments)."""
     inner: Callable[..., Any] = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _stack.append(stage)
+        named = stage if isinstance(stage, str) else stage(*args, **kwargs)
+        _stack.append(named)
         started = time.thread_time()
         try:
             return inner(*args, **kwargs)
         finally:
             spent = time.thread_time() - started
             _stack.pop()
-            _cpu[stage] += spent
+            _cpu[named] += spent
             if _stack:
                 _cpu[_stack[-1]] -= spent
 
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     register_text(text)
     client = Client(transport=LocalTransport(db), caller=ALL)
     T = search.TierSearch
-    for name in ("_run", "_add_spread", "page", "_lay_out", "_matched_counts"):
+    _timed(T, "_run", lambda _self, tier: f"{tier.name} tier")
+    for name in ("_add_spread", "page", "_lay_out", "_matched_counts"):
         _timed(T, name, name.strip("_"))
     _timed(search, "repairs", "repairs")
     _timed(search, "word_weights", "weights")
