@@ -167,6 +167,10 @@ def word_weights(text: TantivyText, terms: list[Term], scope: Scope = None) -> l
 MIN_DERIVED = 4
 DERIVED_EXTRA = 3
 DERIVED_TERMS = 64  # vocabulary terms listed per field and stem
+# Derivations kept per stem: each is a term in every field of every segment
+# for each search holding the word; a word glued to others in the text
+# (`errorand`, `buildthe`) listed dozens.
+DERIVED_MAX = 8
 
 
 # A compound word's parts get derivations too, the first few of them (each
@@ -195,7 +199,9 @@ def _derivations(text: TantivyText, stem: str) -> list[str]:
                 out.add(t)
     out.update(stem[:n] for n in range(MIN_DERIVED, len(stem)) if _stem_doc_freq(text, stem[:n]))
     out.discard(stem)
-    return sorted(out)
+    # The nearest first (fewest letters added or cut), then the commonest.
+    nearest = sorted(out, key=lambda t: (abs(len(t) - len(stem)), -_stem_doc_freq(text, t), t))
+    return sorted(nearest[:DERIVED_MAX])
 
 
 def _derived_query(text: TantivyText, term: Term, within: Query | None = None) -> Query | None:
