@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.ingest import corpus, parse_bytes
 from bench.search_cpu import ALL, Client, LocalTransport, TantivyText, drop_caches, register_text, text_dir
-from piwatchd.text.tantivy import search, snippets, words
+from piwatchd.text.tantivy import search, words
 from piwatchd.text.tantivy.index import TantivyText as _Text
 
 _cpu: dict[str, float] = defaultdict(float)

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tantivy import Query
 
@@ -188,9 +188,28 @@ class TierSearch:
         if len(live) < plan.min_match:
             return
         room = self.need - len(self.placed)
-        self._run(tier)
+        self._run_partial(tier, max(weights[i] for i in live))
         if self.short():
             self._add_spread(tier, [(terms[i], weights[i]) for i in live], room)
+
+    def _run_partial(self, tier: _Tier, heaviest: float) -> None:
+        """The partial tier's search, first as a plain union of its words: an
+        event scoring above the heaviest word's weight holds two words or
+        more, so when the page's last event does, the union's first events
+        are the tier's, in its order. Tantivy's minimum-match disjunction
+        walks each posting slower than a union (15-16 against 10 ms of CPU
+        for a question of four common words on 1 GB); it runs only when the
+        page reaches events holding a single word, or when its words are
+        too few for a union to differ from the conjunction it is."""
+        assert tier.min_match is not None and tier.words is not None
+        if len(tier.words) > tier.min_match > 1:
+            need = self.need - len(self.placed)
+            union = replace(tier, min_match=1)
+            events, _ = self._ranked(self._query(union), need, ties=False)
+            if len(events) >= need and -events[need - 1].score > heaviest:
+                tier.events = events
+                return
+        self._run(tier)
 
     def _add_spread(self, tier: _Tier, live: list[tuple[Term, float]], room: int) -> None:
         """Merge into the partial tier (by the same IDF sums) the events whose
@@ -200,13 +219,11 @@ class TierSearch:
         filters = self.request.filters
         terms, weights = [t for t, _ in live], [w for _, w in live]
         spread = spread_events(self.text, terms, weights, filters, self.placed, tier.min_match)
-        if not spread.weights:
+        if not spread:
             return
-        extra = ranked_events(self.conn, filters, {f: (-w, 0) for f, w in spread.weights.items()})
+        extra = ranked_events(self.conn, filters, {f: (-w, 0) for f, w in spread.items()})
         merged = tier.events + [ranked._replace(score=ranked.score[0]) for ranked in extra]
         tier.events = sorted(merged, key=sort_key)[:room]
-        if tier.counts is not None:
-            tier.counts = {**spread.counts, **tier.counts}
 
     def _add(self, tier: _Tier) -> _Tier:
         self.tiers.append(tier)
@@ -218,11 +235,16 @@ class TierSearch:
     def _run(self, tier: _Tier) -> _Tier:
         """The tier's events, for the room left on the page, excluding those
         placed by the tiers before it."""
-        assert tier.words is not None and not tier.events  # each tier runs once
-        placed = self.placed
-        query = self.text.combine(tier.words, self.request.filters, exclude=placed, min_match=tier.min_match)
-        tier.events, tier.counts = self._ranked(query, self.need - len(placed), ties=tier.name == "exact")
+        assert not tier.events  # each tier runs once
+        need = self.need - len(self.placed)
+        tier.events, tier.counts = self._ranked(self._query(tier), need, ties=tier.name == "exact")
         return tier
+
+    def _query(self, tier: _Tier) -> Query:
+        """The tier's words under the request's filters, excluding the events
+        placed before it."""
+        assert tier.words is not None
+        return self.text.combine(tier.words, self.request.filters, exclude=self.placed, min_match=tier.min_match)
 
     # -- ranking -----------------------------------------------------------------------
 
@@ -316,12 +338,13 @@ class TierSearch:
         """The tier's rows of the page; the chosen ones with their snippet,
         matched-fragment count and (below exact) matched and missing words."""
         ids = [ranked.row.event_rowid for i, ranked in mine if i in page.chosen]
-        # A partial hit's words and matching fragments come from one search.
         partial = tier.name == "partial"
-        masks, counts = matched_masks(self.text, tier.terms, ids, self.request.filters) if partial else ({}, {})
-        if tier.counts is not None:
+        masks: dict[int, int] = {}
+        if partial:  # its words, and its fragments holding one of them, from one search
+            masks, counts = matched_masks(self.text, tier.terms, ids, self.request.filters)
+        elif tier.counts is not None:
             counts = tier.counts
-        elif not partial:
+        else:
             # An event of one fragment matched there: only the others are counted.
             several = [e for e in ids if e not in page.evidence or page.evidence[e].fragments > 1]
             counts = self._matched_counts(tier, several)

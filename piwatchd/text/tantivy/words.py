@@ -11,7 +11,6 @@ A caller's scope (`scope.Scope`) is what its words' statistics are taken over.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -25,7 +24,6 @@ from .scope import Scope, scope_count, scope_docs, scope_vocabulary
 
 __all__ = [
     "Repairs",
-    "Spread",
     "can_match",
     "forms_tokens",
     "has_postings",
@@ -455,14 +453,6 @@ SPREAD_K = 128
 SPREAD_WORDS = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """Events holding `min_match` words across their fragments."""
-
-    weights: dict[int, float]  # evidence fragment rowid -> the IDF sum of the event's words
-    counts: dict[int, int]  # event rowid -> its fragments holding a word
-
-
 def spread_events(
     text: TantivyText,
     terms: list[Term],
@@ -470,30 +460,28 @@ def spread_events(
     filters: SearchFilters,
     exclude: list[int],
     min_match: int,
-) -> Spread:
+) -> dict[int, float]:
     """Events (not in `exclude`) holding at least `min_match` distinct words
-    of `terms` in any of their fragments; each event's evidence is its
-    fragment holding the most weight. At most SPREAD_WORDS + 1 searches."""
+    of `terms` in any of their fragments: each event's evidence (its
+    fragment holding the most weight) -> the IDF sum of the event's words.
+    At most SPREAD_WORDS + 1 searches."""
     order = sorted(range(len(terms)), key=lambda i: -weights[i])[:SPREAD_WORDS]
     candidates: set[int] = set()
     for i in order:
         query = text.combine([partial_match_query(text, terms[i])], filters, exclude=exclude)
         candidates.update(event for _, _, event, _, _ in text.top(query, SPREAD_K))
     if not candidates:
-        return Spread({}, {})
+        return {}
     worth = [weights[i] for i in order]
     masks: dict[int, int] = {}
     best: dict[int, tuple[float, int]] = {}
-    counts: Counter[int] = Counter()
     for frag, event, mask in _fragment_masks(text, [terms[i] for i in order], filters, sorted(candidates)):
         masks[event] = masks.get(event, 0) | mask
         held = sum(w for j, w in enumerate(worth) if mask >> j & 1)
-        counts[event] += 1
         if event not in best or held > best[event][0]:
             best[event] = (held, frag)
-    out = {
+    return {
         best[event][1]: sum(w for j, w in enumerate(worth) if mask >> j & 1)
         for event, mask in masks.items()
         if mask.bit_count() >= min_match
     }
-    return Spread(out, dict(counts))
