@@ -334,7 +334,8 @@ class Api:
                         )
                     )
         if vis is not None:
-            Shown(vis.conn).notices(warnings)
+            shown = Shown(vis)
+            warnings = [shown.notice(n) for n in warnings]
         last_scan = snapshot.last_scan if snapshot else None
         freshness = wire.Freshness(
             sessions=fresh,

@@ -21,7 +21,6 @@ from piwatch import wire
 
 from ..store.catalog import SessionRow, canonical_ref, descendants, session_rows, sessions_with_prefix
 from ..store.ids import IN_IDS, KEY, id_list
-from ..text.search import iso_time
 from .auth import CallerScope
 
 __all__ = ["NOT_FOUND_MESSAGE", "SessionView", "Visibility"]
@@ -254,21 +253,6 @@ class Visibility:
                 spans[sid] = (view.first_ms, view.last_ms)
         return spans
 
-    def describe_listing(self, items: list[wire.SessionItem]) -> None:
-        """A `sessions` page as far as the caller may see it: a session capped
-        by the cutoff (a fork that copied the caller's session) shows the
-        name, time span and event count of its visible events only."""
-        if not self.has_cutoff:
-            return
-        for item in items:
-            if self.cap(item.session_id) is not None and (view := self.session_view(item.session_id)):
-                item.name, item.first_ms, item.last_ms, item.events = (
-                    view.name,
-                    view.first_ms,
-                    view.last_ms,
-                    view.events,
-                )
-
     def partial_sessions(self) -> tuple[list[str], list[tuple[int, int]]]:
         """What `status` must leave out of its aggregates, and add back: the
         sessions the caller may see only in part or not at all (its own
@@ -288,25 +272,6 @@ class Visibility:
             end = self.visible_end(sid)
             visible.append((view.events, end or 0))
         return excluded, visible
-
-    def describe_sessions(self, result: wire.SearchResult) -> None:
-        """Name and time span of each session a search answer names, as far
-        as the caller may see them (a capped session's later name and events
-        are withheld from its hits and its session entry alike)."""
-        grouped = result.sessions or []
-        self.load([*(h.session_id for h in result.hits), *(s.session_id for s in grouped)])
-        for hit in (*result.hits, *(s.evidence for s in grouped)):
-            if (row := self._rows.get(hit.session_id)) is not None and row.agent == "omp":
-                hit.agent = "omp"
-        if self.has_cutoff:
-            for hit in (*result.hits, *(s.evidence for s in grouped)):
-                if self.cap(hit.session_id) is not None and (view := self.session_view(hit.session_id)):
-                    hit.session_name = view.name
-        for item in grouped:
-            view = self.session_view(item.session_id)
-            if view is not None:
-                item.session_name = view.name
-                item.first_timestamp, item.last_timestamp = iso_time(view.first_ms), iso_time(view.last_ms)
 
     def search_caps(self, events: tuple[int, ...] = ()) -> tuple[tuple[str, int], ...]:
         """Every cap a search must apply: the caller's session and each

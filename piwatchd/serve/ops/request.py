@@ -33,7 +33,6 @@ from ..visibility import NOT_FOUND_MESSAGE, Visibility
 
 __all__ = [
     "NO_SESSION_MESSAGE",
-    "SHORT_VALUE_CHARS",
     "OpRequest",
     "Slot",
     "bad_request",
@@ -41,14 +40,12 @@ __all__ = [
     "no_slot",
     "not_found",
     "resolved",
-    "short",
 ]
 
 # slot(deadline, heavy=False): a request slot (the server's are shared fairly between clients;
 # an expensive request takes a heavy one).
 Slot = Callable[..., contextlib.AbstractContextManager[None]]
 T = TypeVar("T")
-SHORT_VALUE_CHARS = 1000  # a recorded name or cwd in a listing; the full value is in the source file
 _TAIL_SCAN_MAX = 8 << 20  # bytes after the indexed end read to find a complete line
 # No message quotes the id asked for: a hidden session's answer is exactly a missing one's.
 NO_SESSION_MESSAGE = "no session with this id, or beginning with it, among the sessions this caller may see"
@@ -68,12 +65,6 @@ def not_found(message: str = NOT_FOUND_MESSAGE) -> ProtocolError:
 
 def bad_request(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.BAD_REQUEST, wire.clip(message))
-
-
-def short(value: str | None) -> str | None:
-    """A recorded value shown in a listing, cut so one huge header or name
-    (Pi writes what it is given) cannot inflate every answer naming its session."""
-    return value if value is None or len(value) <= SHORT_VALUE_CHARS else wire.clip(value, SHORT_VALUE_CHARS)
 
 
 class OpRequest:
