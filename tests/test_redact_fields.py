@@ -154,3 +154,36 @@ def test_the_live_service_shows_its_errors_redacted(short_tmp):
         server.stop()
     assert service is not None and service.errors and service.warnings, service
     assert not leaked(service), leaked(service)
+
+
+def test_read_and_trace_say_nothing_of_a_hidden_neighbours_secrets(live):
+    """`omitted` lists each redacted field a read or trace shows: never one of a
+    neighbour or child past the cutoff, which the caller does not see (its kind of
+    secret was listed, at the index the hidden node had, before nodes were dropped)."""
+    folder = live.root / FOLDER
+    later_call = {"type": "toolCall", "id": "t9", "name": GH, "arguments": {"command": "ls"}}  # a recorded name
+    main = folder / "main.jsonl"
+    main.write_bytes(
+        jsonl(
+            v3_header("s-main", "/work/proj"),
+            msg("u1", None, "user", "yak before the cutoff"),
+            msg("a1", "u1", "assistant", [{"type": "text", "text": "yak cutoff"}]),
+            msg("u2", "a1", "assistant", [{"type": "text", "text": "yak later"}, later_call]),
+        )
+    )
+    d = live.daemon()
+    poll(lambda: len(search_cli(live.db, "yak")) == 3, 30, message="the session indexed")
+    caller = {"cwd": "/work/proj", "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "u2"}
+    with Client(d.socket, caller=caller) as client:
+        read = client.read("s-main", "u1", after=5)
+        trace = client.trace("s-main", "a1")
+        hidden = {"cwd": "/work/proj", "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "a1"}
+        early = client.read("s-main", "u1", after=5, caller=hidden)
+        early_trace = client.trace("s-main", "u1", caller=hidden)
+    assert d.stop() == 0
+    # The secret's neighbour shown (cutoff u2: u2 hidden too, so nothing at all of it).
+    assert [n.entry_id for n in read.neighbours.after] == ["a1"]
+    for shown in (read, trace, early, early_trace):
+        notes = [o for o in shown.omitted or [] if o.kind == "redacted"]
+        assert not notes, notes
+    assert early.neighbours.after == [] and early_trace.children == []
