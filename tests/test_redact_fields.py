@@ -17,7 +17,7 @@ import pytest
 from conftest import jsonl, msg, v3_header
 from helpers.live import FOLDER, poll, search_cli
 from piwatch import wire
-from piwatch.client import Client
+from piwatch.client import Client, RequestFailed
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -150,10 +150,15 @@ def test_the_live_service_shows_its_errors_redacted(short_tmp):
     try:
         with Client(str(server.path), caller={"all": True}) as client:
             service = client.status().service
+            with pytest.raises(RequestFailed):
+                client.search("yak", caller={"cwd": "relative/not/a/root"})  # refused before its visibility
+            refused = client.last_warnings
     finally:
         server.stop()
     assert service is not None and service.errors and service.warnings, service
     assert not leaked(service), leaked(service)
+    # The envelope's warnings (the same watch warning) of an answer given before the caller is known.
+    assert refused and not leaked(refused), refused
 
 
 def test_read_and_trace_say_nothing_of_a_hidden_neighbours_secrets(live):

@@ -271,6 +271,13 @@ class Api:
                 ErrorCode.UNAVAILABLE, f"the index {self.db_path} cannot be read: {wire.clip(str(exc))}"
             ) from None
 
+    def _reader(self) -> sqlite3.Connection | None:
+        """This thread's reader, or None while the index cannot be read (said elsewhere)."""
+        try:
+            return self.readers.get()
+        except (OSError, SchemaMismatch, sqlite3.Error):
+            return None
+
     def _unready_reason(self) -> str:
         """Why the index cannot be read, for `status` (asked again: it may be ready by now)."""
         try:
@@ -338,8 +345,8 @@ class Api:
                             code=row.state, path=row.path, message=wire.clip(row.error or f"the source is {row.state}")
                         )
                     )
-        if vis is not None:
-            shown = Shown(vis)
+        if warnings:  # they quote paths, whether or not the caller is known yet
+            shown = Shown(vis) if vis is not None else Shown(None, conn=self._reader())
             warnings = [shown.notice(n) for n in warnings]
         last_scan = snapshot.last_scan if snapshot else None
         freshness = wire.Freshness(

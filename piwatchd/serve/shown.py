@@ -50,11 +50,15 @@ def short(value: str | None) -> str | None:
 
 class Shown:
     """One response's presentation: a builder per wire type (redactions cached per value).
-    Without a visibility (the index cannot be read: `scope` says who asks) only the service
-    and notices are shown, through the built-in rules."""
+    Without a visibility (the caller is not known yet, or the index cannot be read: `scope`
+    says who asks, if known) only the service and notices are shown, through the rules of
+    the index on `conn` if it can be read, else the built-in ones."""
 
-    def __init__(self, vis: Visibility | None, scope: CallerScope | None = None) -> None:
+    def __init__(
+        self, vis: Visibility | None, scope: CallerScope | None = None, conn: sqlite3.Connection | None = None
+    ) -> None:
         self.vis = vis
+        self._conn = vis.conn if vis is not None else conn
         scope = vis.scope if vis is not None else scope
         self.scoped = scope is None or scope.roots is not None  # a workspace caller (or none known)
         self._rules: Rules | None = None
@@ -71,7 +75,7 @@ class Shown:
 
     def _load_rules(self) -> Rules:
         try:
-            self._rules = DEFAULT_RULES if self.vis is None else index_rules(self.vis.conn)
+            self._rules = DEFAULT_RULES if self._conn is None else index_rules(self._conn)
         except sqlite3.Error:  # the index broke under this request: its built-in rules still apply
             self._rules = DEFAULT_RULES
         return self._rules
