@@ -11,8 +11,9 @@ the cutoff session itself, a fork recording its parent by path and one by id.
 Every fork (issue 33, row 1): forks of forks to any depth, parents spelled
 another way (`//dir/own.jsonl`, `/dir/./own.jsonl`, through a symlinked
 directory), a fork branched through an entry written after the cutoff, forks
-made before the cutoff (shown whole) and 60 forks of one session: search,
-follow, read, trace, sessions and status show nothing past the cutoff.
+made before the cutoff (shown whole), 60 forks of one session, and forks
+whose parent is not indexed: search, follow, read, trace, sessions and
+status show nothing past the cutoff.
 """
 
 from __future__ import annotations
@@ -302,12 +303,17 @@ class Forks:
         return [s for s in self.sessions.values() if s.sid != "s-main"]
 
 
-@pytest.fixture
-def forks(live):
+@pytest.fixture(params=["every file", "c1 not indexed"])
+def forks(live, request):
+    """The lineage; or without `c1`, so that its forks (`c2`, `dotdot`,
+    `c1early`) name a session not indexed (a fork indexed before its parent,
+    or whose parent was removed): no lineage walk reaches them or theirs."""
     folder = live.root / FOLDER
     linked = live.base / "linked"
     linked.symlink_to(folder)
     files = [*lineage(folder, linked), (folder / "other.jsonl", other_session())]
+    if request.param == "c1 not indexed":
+        files = [(path, session) for path, session in files if session.sid != "s-c1"]
     for path, session in files:
         path.write_bytes(session.data())
     d = live.daemon()

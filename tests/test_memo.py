@@ -11,7 +11,7 @@ from piwatchd.text.query import Term
 from piwatchd.text.tantivy.doc import EventFacts, TextDoc
 from piwatchd.text.tantivy.index import TantivyText
 from piwatchd.text.tantivy.memo import COUNT_DRIFT, COUNT_FIELDS
-from piwatchd.text.tantivy.tiers import has_postings, word_weights
+from piwatchd.text.tantivy.words import has_postings, word_weights
 
 
 def doc(frag: int, body: str, session: str = "s-1") -> TextDoc:

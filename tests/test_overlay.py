@@ -14,7 +14,7 @@ from piwatchd.text.query import SearchFilters, Term
 from piwatchd.text.tantivy import overlay as overlay_mod
 from piwatchd.text.tantivy.doc import EventFacts, TextDoc
 from piwatchd.text.tantivy.index import TantivyText
-from piwatchd.text.tantivy.tiers import word_weights
+from piwatchd.text.tantivy.words import word_weights
 
 
 def doc(frag: int, event: int, body: str, session: str = "s-1") -> TextDoc:

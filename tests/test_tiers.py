@@ -367,7 +367,7 @@ def test_label_masks_are_each_words_own_search(tmp_path_factory, body, query):
     from piwatchd.text.query import SearchFilters, parse_query
     from piwatchd.text.tantivy.doc import EventFacts, TextDoc
     from piwatchd.text.tantivy.index import TantivyText
-    from piwatchd.text.tantivy.tiers import matched_masks, partial_match_query
+    from piwatchd.text.tantivy.words import matched_masks, partial_match_query
 
     text = _TEXT.get("t") or _TEXT.setdefault("t", TantivyText(tmp_path_factory.mktemp("tt") / "ix", writable=True))
     n = _TEXT["n"] = _TEXT.get("n", 0) + 1
@@ -400,7 +400,7 @@ def test_partial_probe_leaves_out_only_words_that_cannot_match(tmp_path_factory,
     from piwatchd.text.query import SearchFilters, parse_query
     from piwatchd.text.tantivy.doc import EventFacts, TextDoc
     from piwatchd.text.tantivy.index import TantivyText
-    from piwatchd.text.tantivy.tiers import can_match, partial_match_query, partial_word_query
+    from piwatchd.text.tantivy.words import can_match, partial_match_query, partial_word_query
 
     text = _TEXT.get("p") or _TEXT.setdefault("p", TantivyText(tmp_path_factory.mktemp("tp") / "ix", writable=True))
     n = _TEXT["pn"] = _TEXT.get("pn", 0) + 1

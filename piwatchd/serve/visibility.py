@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..store.catalog import SessionRow, canonical_ref, descendants, session_rows, sessions_with_prefix
+from ..store.catalog import SessionRow, canonical_ref, descendants, orphan_forks, session_rows, sessions_with_prefix
 from ..store.ids import IN_IDS, KEY, id_list
 from .auth import CallerScope
 
@@ -176,19 +176,32 @@ class Visibility:
     def _lineage_caps(self) -> dict[str, int]:
         """First hidden ordinal of the caller's session (-1: all of it while
         the cutoff entry is not indexed) and of each descendant that copied
-        something it hides. One walk of the lineage, O(descendants)."""
+        something it hides. One walk of the lineage, O(descendants). A fork
+        indexed before the session it names is in no walk (its chain to the
+        caller's is broken until that session is indexed): each such orphan
+        holding a copy of an entry the caller's session hides is capped at
+        it, and its own descendants walked, O(orphans)."""
         own = self.scope.current_session
         assert own is not None
         ordinal = self._ordinal_of_cutoff(own)
         caps = {own: -1 if ordinal is None else ordinal}
         file = canonical_ref(self.scope.current_file) if self.scope.current_file else None
-        for sid, parent in descendants(self.conn, own, [file] if file else []):
-            found = [self._ordinal_of_cutoff(sid)]
-            if (parent_cap := caps.get(parent or own)) is not None:
-                found.append(self._first_hidden_copy(sid, parent or own, parent_cap))
-            if (cap := min((o for o in found if o is not None), default=None)) is not None:
-                caps[sid] = cap
+        self._cap_descendants(own, [file] if file else [], caps)
+        for orphan in orphan_forks(self.conn):
+            if orphan not in caps and (cap := self._first_hidden_copy(orphan, own, caps[own])) is not None:
+                caps[orphan] = cap
+                self._cap_descendants(orphan, [], caps)
         return caps
+
+    def _cap_descendants(self, root: str, also: list[str], caps: dict[str, int]) -> None:
+        """Caps of the descendants of `root` (capped in `caps`): each at its
+        copy of the cutoff entry or of the first entry its parent hides."""
+        for sid, parent in descendants(self.conn, root, also):
+            found = [self._ordinal_of_cutoff(sid)]
+            if (parent_cap := caps.get(parent or root)) is not None:
+                found.append(self._first_hidden_copy(sid, parent or root, parent_cap))
+            if (cap := min((o for o in found if o is not None), default=None)) is not None:
+                caps[sid] = min(cap, caps.get(sid, cap))
 
     def _caps(self) -> dict[str, int]:
         if self._lineage is None:

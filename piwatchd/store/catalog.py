@@ -24,6 +24,7 @@ __all__ = [
     "canonical_ref",
     "descendants",
     "forks_of",
+    "orphan_forks",
     "list_sessions",
     "parent_of",
     "session_row",
@@ -145,6 +146,20 @@ def descendants(conn: sqlite3.Connection, session_id: str, also: Iterable[str] =
     for child, parent in conn.execute(sql, (refs, session_id, session_id)):
         out.setdefault(child, parent)  # a parent named two ways: the first found
     return list(out.items())
+
+
+def orphan_forks(conn: sqlite3.Connection) -> list[str]:
+    """Sessions naming a parent (by file or id) that is not indexed: a fork
+    indexed before the session it names, or naming one since removed. No
+    lineage walk reaches them. Through the partial index of forks, O(forks)."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.session_id FROM sessions c WHERE c.parent_ref IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.file_ref = c.parent_ref)"
+            " AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.session_id = c.parent_ref)"
+        )
+    ]
 
 
 def _file_ref(conn: sqlite3.Connection, session_id: str) -> str | None:

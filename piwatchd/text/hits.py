@@ -15,6 +15,7 @@ from .query import QueryTimeout, SearchFilters, build_candidates_sql
 __all__ = [
     "Candidate",
     "HitRow",
+    "Ranked",
     "SNIPPET_MAX_CHARS",
     "time_limit",
     "make_snippet",
@@ -114,6 +115,15 @@ class Candidate(NamedTuple):
     session_name: str | None
 
 
+class Ranked(NamedTuple):
+    """An event as ranked: the score and id of its best fragment (the one
+    shown as evidence) and that fragment's candidate row."""
+
+    score: Any  # a float, or an engine's (score, length) pair; lower is better
+    fragment_id: str
+    row: Candidate
+
+
 class HitRow(NamedTuple):
     """One event of a page, its best fragment as evidence (also the layout of
     `piwatchd.text.fts5.sql.build_search_sql`'s rows)."""
@@ -151,31 +161,31 @@ def chosen_rows(chooser: Chooser | None, session_ids: Sequence[str], limit: int)
     return chooser(session_ids) if chooser is not None else list(range(min(limit, len(session_ids))))
 
 
-def sort_key(c: tuple[Any, ...]) -> tuple[Any, ...]:
-    score, _, row = c
+def sort_key(ranked: Ranked) -> tuple[Any, ...]:
+    row = ranked.row
     ts = row.ts_ms
     # The full query's ORDER BY score, ts_ms DESC (NULLs last), session_id, ordinal.
-    return (score, ts is None, -(ts or 0), row.session_id, row.ordinal)
+    return (ranked.score, ts is None, -(ts or 0), row.session_id, row.ordinal)
 
 
-def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, Any]) -> list[tuple[Any, ...]]:
+def ranked_events(conn: sqlite3.Connection, filters: SearchFilters, score: dict[int, Any]) -> list[Ranked]:
     """The events of the scored fragments that pass the filters, each with its
-    best fragment as (score, fragment_id, row), in the one-query plan's order."""
-    best: dict[int, tuple[Any, ...]] = {}
+    best fragment, in the one-query plan's order."""
+    best: dict[int, Ranked] = {}
     ids = list(score)
     for start in range(0, len(ids), 20_000):
-        for row in conn.execute(*build_candidates_sql(filters, ids[start : start + 20_000])):
-            c = Candidate._make(row)
-            cand = (score[c.frag_rowid], c.fragment_id, c)
-            current = best.get(c.event_rowid)
-            if current is None or cand[:2] < current[:2]:
-                best[c.event_rowid] = cand
+        for values in conn.execute(*build_candidates_sql(filters, ids[start : start + 20_000])):
+            row = Candidate._make(values)
+            ranked = Ranked(score[row.frag_rowid], row.fragment_id, row)
+            current = best.get(row.event_rowid)
+            if current is None or ranked[:2] < current[:2]:
+                best[row.event_rowid] = ranked
     return sorted(best.values(), key=sort_key)
 
 
-def page_rows(page: list[tuple[Any, ...]], counts: dict[int, int], tier: str = "exact") -> list[HitRow]:
-    """Ranked (score, fragment_id, Candidate) -> HitRow, with each event's
-    matched-fragment count and the tier that found it."""
+def page_rows(page: list[Ranked], counts: dict[int, int], tier: str = "exact") -> list[HitRow]:
+    """Ranked events -> HitRow, with each event's matched-fragment count and
+    the tier that found it."""
     return [
         HitRow(
             c.frag_rowid,

@@ -14,7 +14,8 @@ A search answers in tiers, each labelled on its hits:
 
 This module holds the rules (stop-words, repair candidates and choice,
 the partial probe's words and threshold, matched/missing labels); the
-engine (`piwatchd.text.tantivy.index`) runs them against the index.
+engine runs them against the index (`piwatchd.text.tantivy.words` for the
+word queries and statistics, `piwatchd.text.tantivy.search` for the tiers).
 """
 
 from __future__ import annotations

@@ -11,9 +11,8 @@ query that ranks every match. All give the same order
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
-from ..hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, chosen_rows, page_rows, ranked_events
+from ..hits import MARK_CLOSE, MARK_OPEN, Candidate, Chooser, HitRow, Ranked, chosen_rows, page_rows, ranked_events
 from ..query import SearchFilters, SearchRequest, build_candidates_sql, parse_query, roots_clause
 from .sql import build_search_sql, build_top_fragments_sql, fts_expression
 
@@ -25,7 +24,7 @@ PHASE1_START = 64
 PHASE1_MAX = 4096
 
 
-def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list[Any] | None:
+def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list[Ranked] | None:
     """The first `need` events in exact rank order, from the top-ranked
     fragments only; None when the filters are too selective for that to pay
     (the caller then ranks every match in one query).
@@ -41,7 +40,7 @@ def _two_phase(conn: sqlite3.Connection, request: SearchRequest, expression: str
             return events[:need]  # every match was ranked: exact
         # Every event scoring strictly better than the k-th fragment is
         # complete and correctly placed; the need-th one must be among them.
-        if len(events) >= need and events[need - 1][0] < top[-1][1]:
+        if len(events) >= need and events[need - 1].score < top[-1][1]:
             return events[:need]
         # Size the next round from the share of fragments the filters kept.
         k = k * 2 * need // max(len(events), 1) + k
@@ -83,7 +82,7 @@ def _rowid_ranges(rowids: list[int], gap: int = RANGE_MERGE_GAP) -> list[tuple[i
     return [(a, b) for a, b in ranges]
 
 
-def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list[Any] | None:
+def _filter_first(conn: sqlite3.Connection, request: SearchRequest, expression: str, need: int) -> list[Ranked] | None:
     """Rank only inside the fragment-rowid ranges of the sessions the filters
     allow (a session's fragments are mostly contiguous): exact, because every
     match in those sessions is ranked, and bm25 scores inside a rowid range
@@ -165,7 +164,7 @@ def ranked_page(
         rows = [HitRow(*r) for r in conn.execute(*build_search_sql(request, lookahead=1))]
     else:
         page = ranked[request.offset :]
-        counts = _matched_counts(conn, request, expression, [c[2].event_rowid for c in page]) if page else {}
+        counts = _matched_counts(conn, request, expression, [ranked.row.event_rowid for ranked in page]) if page else {}
         rows = page_rows(page, counts)
     snippets: dict[int, str] = {}
     ids = [rows[i].frag_rowid for i in chosen_rows(chooser, [r.session_id for r in rows], request.limit)]

@@ -4,7 +4,7 @@ A caller with a scope (`query.visible_scope`: its authorized roots, its own
 session left out, its cutoff caps) gets answers whose statistics come from
 the documents of that scope only: whether a word has postings, which index
 words may repair it and how often each occurs, a partial-tier word's weight
-(`piwatchd.text.tantivy.tiers`). Otherwise a caller that plants a word in
+(`piwatchd.text.tantivy.words`). Otherwise a caller that plants a word in
 its own history learns from the answer whether another project holds it
 (a repair made or not, a label, an order). Each is one search that visits
 every match in the scope (~1 ms for a word in 6,500 of a scope's 27,000

@@ -23,7 +23,7 @@ from ..hits import MARK_CLOSE, MARK_OPEN
 from ..identifiers import split_segment
 from ..query import Term
 from .index import TantivyText
-from .tiers import forms_tokens
+from .words import forms_tokens
 
 __all__ = ["SNIPPET_WINDOW", "Marks", "evidence_snippet", "snippet"]
 
