@@ -288,7 +288,6 @@ class Daemon:
             limits=limits,
             on_connection_end=self.api.readers.reset,
             follows=self.follows,
-            follow_scope=self.api.follow_scope,
         )
         self.follows.requests_idle = self.server.requests_idle
 

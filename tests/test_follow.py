@@ -445,6 +445,7 @@ def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
     from conftest import jsonl, msg, v3_header
 
     from piwatchd.serve.api import Api
+    from piwatchd.serve.auth import resolve_scope
     from piwatchd.serve.ops import follow as ops_follow
 
     api = Api(world.db)
@@ -458,8 +459,7 @@ def test_words_ruled_out_before_searching_lose_no_hit(world, monkeypatch):
     queries = ["kraken", '"release notes"', "kraken answer", "nested", "zebraquux", "kraken zebraquux"]
     asks = []
     for q in queries:
-        args, scope = api.follow_scope({"query": q}, {"all": True})
-        asks.append((args, scope, events))
+        asks.append((wire.FollowArgs(query=q), resolve_scope({"all": True}), events))
     searched: list = []
     real_search = ops_follow.search
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import jsonl, msg, v3_header
 from helpers.live import FOLDER, poll, search_cli
 from piwatch import wire
-from piwatch.client import Client
+from piwatch.client import Client, RequestFailed
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,3 +96,99 @@ def test_a_duplicate_id_diagnostic_is_redacted(world):
         (problem,) = poll(duplicate, 15, message="the duplicate reported")
         assert "[redacted: aws-access-key]" in (problem.error or ""), problem
         assert not leaked(client.status()), leaked(client.status())
+
+
+def test_a_fork_capped_by_the_cutoff_shows_its_name_redacted_and_bounded(live):
+    """`sessions` shows a fork of the caller's session by what its visible events
+    say (its name as set before the cutoff): that name goes through the same rules
+    and the same bound as every other session's (it was shown raw and whole)."""
+    folder = live.root / FOLDER
+    name = f"deploy with {AWS} " + "x" * 3000
+    visible = [
+        {"type": "session_info", "id": "n0", "parentId": None, "name": name},
+        msg("u1", "n0", "user", "yak before the cutoff"),
+        msg("a1", "u1", "assistant", [{"type": "text", "text": "yak cutoff"}]),
+    ]
+    later = [{"type": "session_info", "id": "n9", "parentId": "a1", "name": "later name"}]
+    main = folder / "main.jsonl"
+    main.write_bytes(jsonl(v3_header("s-main", "/work/proj"), *visible, *later))
+    fork = folder / "fork.jsonl"
+    fork.write_bytes(jsonl(v3_header("s-fork", "/work/proj", parentSession=str(main)), *visible, *later))
+    d = live.daemon()
+    poll(lambda: len(search_cli(live.db, "yak")) == 4, 30, message="the sessions indexed")
+    caller = {"cwd": "/work/proj", "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "a1"}
+    with Client(d.socket, caller=caller) as client:
+        (item,) = client.sessions().sessions
+        hits = client.search("yak", limit=50).hits
+    assert d.stop() == 0
+    assert item.session_id == "s-fork" and not leaked(item), item.name
+    assert item.name is not None and item.name.startswith("deploy with [redacted: aws-access-key]")
+    assert len(item.name) < 1100, len(item.name)  # SHORT_VALUE_CHARS and what says how much was cut
+    assert hits and all(h.session_name == item.name for h in hits if h.session_id == "s-fork"), hits
+
+
+def test_the_live_service_shows_its_errors_redacted(short_tmp):
+    """`status` for the local CLI shows the running service's per-file errors and
+    watch warnings, which quote session paths: through the same rules as the rest
+    (the snapshot replaced the redacted service after redaction, and was shown raw)."""
+    from piwatchd.ingest.scan import index_once
+    from piwatchd.serve.api import Api, Live
+    from piwatchd.serve.server import Server
+
+    root = short_tmp / "sessions" / "a"
+    root.mkdir(parents=True)
+    (root / "s.jsonl").write_bytes(jsonl(v3_header("s", "/work/proj"), msg("e", None, "user", "yak")))
+    db = short_tmp / "db.sqlite3"
+    index_once(db, [str(short_tmp / "sessions")])
+    bad = str(root / f"s-{GH}.jsonl")
+    snapshot = wire.ServiceStatus(
+        phase="idle", errors={bad: f"cannot read {bad}: denied"}, warnings=[f"cannot watch {bad}"]
+    )
+    api = Api(db, live=Live(service_snapshot=lambda: snapshot))
+    server = Server(short_tmp / "run" / "s.sock", api.handle, hello=api.hello, on_connection_end=api.readers.reset)
+    server.start()
+    try:
+        with Client(str(server.path), caller={"all": True}) as client:
+            service = client.status().service
+            with pytest.raises(RequestFailed):
+                client.search("yak", caller={"cwd": "relative/not/a/root"})  # refused before its visibility
+            refused = client.last_warnings
+    finally:
+        server.stop()
+    assert service is not None and service.errors and service.warnings, service
+    assert not leaked(service), leaked(service)
+    # The envelope's warnings (the same watch warning) of an answer given before the caller is known.
+    assert refused and not leaked(refused), refused
+
+
+def test_read_and_trace_say_nothing_of_a_hidden_neighbours_secrets(live):
+    """`omitted` lists each redacted field a read or trace shows: never one of a
+    neighbour or child past the cutoff, which the caller does not see (its kind of
+    secret was listed, at the index the hidden node had, before nodes were dropped)."""
+    folder = live.root / FOLDER
+    later_call = {"type": "toolCall", "id": "t9", "name": GH, "arguments": {"command": "ls"}}  # a recorded name
+    main = folder / "main.jsonl"
+    main.write_bytes(
+        jsonl(
+            v3_header("s-main", "/work/proj"),
+            msg("u1", None, "user", "yak before the cutoff"),
+            msg("a1", "u1", "assistant", [{"type": "text", "text": "yak cutoff"}]),
+            msg("u2", "a1", "assistant", [{"type": "text", "text": "yak later"}, later_call]),
+        )
+    )
+    d = live.daemon()
+    poll(lambda: len(search_cli(live.db, "yak")) == 3, 30, message="the session indexed")
+    caller = {"cwd": "/work/proj", "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "u2"}
+    with Client(d.socket, caller=caller) as client:
+        read = client.read("s-main", "u1", after=5)
+        trace = client.trace("s-main", "a1")
+        hidden = {"cwd": "/work/proj", "sessionId": "s-main", "sessionFile": str(main), "cutoffEntryId": "a1"}
+        early = client.read("s-main", "u1", after=5, caller=hidden)
+        early_trace = client.trace("s-main", "u1", caller=hidden)
+    assert d.stop() == 0
+    # The secret's neighbour shown (cutoff u2: u2 hidden too, so nothing at all of it).
+    assert [n.entry_id for n in read.neighbours.after] == ["a1"]
+    for shown in (read, trace, early, early_trace):
+        notes = [o for o in shown.omitted or [] if o.kind == "redacted"]
+        assert not notes, notes
+    assert early.neighbours.after == [] and early_trace.children == []

@@ -115,3 +115,17 @@ def test_local_transport_greets_and_streams_as_the_transport_protocol_says(index
         assert c.status().sessions == 1  # the client's own greeting passes
         with pytest.raises(PiwatchError, match="follow needs piwatchd running"):
             c.follow("otter")
+
+
+def test_follow_takes_the_one_request_path(index_dir):
+    """`follow` and `unfollow` are requests like every other (`Api.handle`): on an index
+    file alone, with no connection to push on, they are known ops that say why they cannot
+    run, and `hello` leaves them out of its capabilities."""
+    index_dir.write("a.jsonl", jsonl(v3_header("s-a", "/work/proj"), msg("e", None, "user", "otter here")))
+    index_dir.index()
+    with Client(transport=LocalTransport(index_dir.db), caller={"all": True}) as c:
+        assert "follow" not in c.hello().capabilities and "search" in c.hello().capabilities
+        with pytest.raises(RequestFailed, match="follow needs piwatchd running") as refused:
+            c.request("follow", {"query": "otter"})
+        assert refused.value.code == "unavailable"
+        assert c.request("unfollow", {"subscription": 1}).stopped is False  # none of its own to end

@@ -7,7 +7,9 @@ names a session, as in git), dispatches to `cmd_<op>` (each a typed operation of
 `piwatchd.serve.ops`: `wire.<Op>Args` in, `wire.<Op>Result` out) and builds the
 envelope (freshness and warnings) from that same visibility, all inside one
 time budget. The ops are the wire contract's (`wire.OPS`), registered once;
-`hello` answers with them as capabilities. The socket server and
+`hello` answers with them as capabilities. `follow` and `unfollow` take the
+same path, with the streams of the connection they came on (`Streams`; none
+on an index file alone: `hello` leaves them out). The socket server and
 `piwatch.transports.LocalTransport` both call it, so the daemon-less CLI
 answers with the same authorization as the daemon.
 
@@ -33,10 +35,10 @@ from ..store.indexfile import file_identity
 from ..store.schema import SchemaMismatch, open_reader
 from ..text.engine import Analyzes, engine_of
 from .auth import CallerScope, ScopeError, resolve_scope
-from .ops.follow import NewWords, QueryWords, events_after, follow_hits, newest_event
+from .ops.follow import NewWords, QueryWords, events_after, follow, follow_hits, newest_event, unfollow
 from .ops.read import read
 from .ops.reindex import reindex
-from .ops.request import OpRequest, Slot, file_progress, no_slot, resolved
+from .ops.request import OpRequest, Slot, Streams, file_progress, no_slot, resolved
 from .ops.search import search
 from .ops.sessions import sessions
 from .ops.status import ServiceSnapshot, caller_backlog, catch_up_warnings, status, unready_status
@@ -90,7 +92,7 @@ class Live:
     commits: CommitSignal | None = None
     # Told when a query finds the index file damaged: the ingest thread verifies and rebuilds it.
     index_trouble: Callable[[str], None] | None = None
-    # The socket server answers the connection ops (follow, unfollow) beside this api.
+    # A socket server gives each request its connection's streams (follow, unfollow).
     streams: bool = False
 
 
@@ -142,20 +144,13 @@ class Api:
     def cmd_reindex(self, args: wire.ReindexArgs, req: OpRequest) -> wire.ReindexResult:
         return reindex(args, req, self.request_reindex)
 
-    # -- follow (standing queries: the server's piwatchd.serve.follow; evaluated by ops.follow) ----
+    def cmd_follow(self, args: wire.FollowArgs, req: OpRequest) -> wire.FollowResult:
+        return follow(args, req)
 
-    def follow_scope(self, args: object, caller: object) -> tuple[wire.FollowArgs, CallerScope]:
-        """Validate a follow's args and caller (raises ProtocolError as any request would)."""
-        parsed = wire.decode_args("follow", args)
-        scope = self._scope(caller)
-        vis = Visibility(self._conn(), scope)  # the index is readable and the caller resolvable now
-        parsed = resolved(parsed, OpRequest(vis, time.monotonic() + self.request_budget, no_slot, self.query_timeout))
-        assert isinstance(parsed, wire.FollowArgs)
-        # The query must be searchable at all: a bad one is refused here, not at the first commit.
-        (answer,) = self.follow_round([(parsed, scope, [0])])
-        if isinstance(answer, ProtocolError):
-            raise answer
-        return parsed, scope
+    def cmd_unfollow(self, args: wire.UnfollowArgs, stream: Streams | None) -> wire.UnfollowResult:
+        return unfollow(args, stream)
+
+    # -- follow rounds (standing queries: the server's piwatchd.serve.follow) --------------
 
     def follow_round(
         self, asks: list[tuple[wire.FollowArgs, CallerScope, list[int]]], pace: Callable[[], None] = lambda: None
@@ -212,13 +207,21 @@ class Api:
             version=str(info.get("version") or ""),
             pid=os.getpid(),
             started_at=started if isinstance(started, int) else 0,
-            capabilities=[op for op in wire.OPS if op in COMMANDS or op == "hello" or self.streams],
+            capabilities=[op for op in wire.OPS if op not in wire.STREAM_OPS or self.streams],
         )
 
     def handle(
-        self, op: object, args: object, caller: object, *, slot: Slot = no_slot, budget: float | None = None
+        self,
+        op: object,
+        args: object,
+        caller: object,
+        *,
+        slot: Slot = no_slot,
+        budget: float | None = None,
+        stream: Streams | None = None,
     ) -> wire.Response:
-        """Answer one request (never raises for bad input: errors are responses)."""
+        """Answer one request (never raises for bad input: errors are responses).
+        `stream`: the connection's standing queries, where it can have them."""
         deadline = time.monotonic() + (budget or self.request_budget)
         vis: Visibility | None = None
         named: list[str] = []  # sessions the answer names, for freshness and warnings
@@ -226,6 +229,8 @@ class Api:
             if not isinstance(op, str) or op not in COMMANDS:
                 raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown op {wire.quote(op)}; known: {sorted(COMMANDS)}")
             parsed = wire.decode_args(op, args)
+            if isinstance(parsed, wire.UnfollowArgs):  # the connection's own follow: no caller, no index
+                return self._response(None, named, result=self.cmd_unfollow(parsed, stream))
             scope = self._scope(caller)
             try:
                 vis = Visibility(self._conn(), scope)
@@ -234,7 +239,7 @@ class Api:
                     raise
                 result: wire.Wire = unready_status(scope, self.service_snapshot, self._unready_reason())
                 return self._response(None, named, result=result)
-            req = OpRequest(vis, deadline, slot, self.query_timeout)
+            req = OpRequest(vis, deadline, slot, self.query_timeout, stream)
             result = self._run(op, parsed, req)
             named = req.sessions
         except ProtocolError as exc:
@@ -265,6 +270,13 @@ class Api:
             raise ProtocolError(
                 ErrorCode.UNAVAILABLE, f"the index {self.db_path} cannot be read: {wire.clip(str(exc))}"
             ) from None
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """This thread's reader, or None while the index cannot be read (said elsewhere)."""
+        try:
+            return self.readers.get()
+        except (OSError, SchemaMismatch, sqlite3.Error):
+            return None
 
     def _unready_reason(self) -> str:
         """Why the index cannot be read, for `status` (asked again: it may be ready by now)."""
@@ -333,8 +345,9 @@ class Api:
                             code=row.state, path=row.path, message=wire.clip(row.error or f"the source is {row.state}")
                         )
                     )
-        if vis is not None:
-            Shown(vis.conn).notices(warnings)
+        if warnings:  # they quote paths, whether or not the caller is known yet
+            shown = Shown(vis) if vis is not None else Shown(None, conn=self._reader())
+            warnings = [shown.notice(n) for n in warnings]
         last_scan = snapshot.last_scan if snapshot else None
         freshness = wire.Freshness(
             sessions=fresh,
@@ -346,9 +359,8 @@ class Api:
         )
 
 
-# The dispatch table, derived once from the wire contract: every op but the connection's own
-# (hello, and the streams the server keeps: follow, unfollow) has its cmd_<op>.
-COMMANDS: dict[str, str] = {op: f"cmd_{op}" for op in wire.OPS if op not in wire.CONNECTION_OPS}
+# The dispatch table, derived once from the wire contract: every op but the handshake has its cmd_<op>.
+COMMANDS: dict[str, str] = {op: f"cmd_{op}" for op in wire.OPS if op != "hello"}
 _missing = [name for name in COMMANDS.values() if not callable(getattr(Api, name, None))]
 if _missing:  # pragma: no cover - a wire op without its command is a bug found at import
     raise ImportError(f"piwatchd.serve.api: no {', '.join(_missing)} for the wire contract's ops")

@@ -46,7 +46,7 @@ __all__ = ["Server", "ServerLimits", "ensure_private_dir", "peer_pid", "peer_uid
 
 log = logging.getLogger("piwatchd.server")
 
-# Api.handle(op, args, caller, slot=...) -> wire.Response; Api.hello(args) -> result.
+# Api.handle(op, args, caller, slot=..., stream=...) -> wire.Response; Api.hello(args) -> result.
 HandleFn = Callable[..., Any]
 HelloFn = Callable[[Any], Any]
 
@@ -94,12 +94,10 @@ class Server:
         limits: ServerLimits | None = None,
         on_connection_end: Callable[[], None] | None = None,
         follows: FollowHub | None = None,
-        follow_scope: Callable[[Any, Any], tuple[wire.FollowArgs, Any]] | None = None,
     ) -> None:
         self.path = Path(path)
-        # Standing queries: the hub evaluates them; follow_scope validates a follow like any request.
+        # Standing queries: the hub evaluates them; a follow is a request like any other (`Streams`).
         self.follows = follows
-        self.follow_scope = follow_scope
         self.handle = handle
         self.hello = hello
         self.limits = limits or ServerLimits()
@@ -338,12 +336,9 @@ class Server:
                 if not self._hello(entry, req_id, message.get("args")):
                     return
                 continue
-            if op in ("follow", "unfollow") and self.follows is not None:
-                entry.send(self._follow_op(entry, req_id, op, message))
-                continue
             entry.in_request = True
             try:
-                response = self._dispatch(req_id, op, message, entry.client)
+                response = self._dispatch(req_id, op, message, entry)
             finally:
                 entry.in_request = False
                 entry.last_active = time.monotonic()
@@ -373,10 +368,17 @@ class Server:
 
         return slot
 
-    def _dispatch(self, req_id: Any, op: Any, message: dict[str, Any], client: object) -> Any:
+    def _dispatch(self, req_id: Any, op: Any, message: dict[str, Any], entry: Connection) -> Any:
         args = message.get("args")
+        stream = None if self.follows is None else _Streams(self, entry, req_id)
         try:
-            response = self.handle(op, {} if args is None else args, message.get("caller"), slot=self._slot_for(client))
+            response = self.handle(
+                op,
+                {} if args is None else args,
+                message.get("caller"),
+                slot=self._slot_for(entry.client),
+                stream=stream,
+            )
         except Exception as exc:
             log.exception("op %s failed", op if isinstance(op, str) else "?")
             return _error(req_id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -415,28 +417,35 @@ class Server:
                 return True
         return False
 
-    def _follow_op(self, entry: Connection, req_id: Any, op: str, message: dict[str, Any]) -> Any:
-        assert self.follows is not None and self.follow_scope is not None
-        try:
-            if op == "unfollow":
-                parsed = wire.decode_args(op, message.get("args"))
-                assert isinstance(parsed, wire.UnfollowArgs)
-                stopped = entry.follows is not None and self.follows.unsubscribe(entry.follows, parsed.subscription)
-                result: Any = wire.UnfollowResult(subscription=parsed.subscription, stopped=stopped)
-            else:
-                with self._slot_for(entry.client)(time.monotonic() + self.limits.queue_wait):  # its probe is a request
-                    args, scope = self.follow_scope(message.get("args"), message.get("caller"))
-                with self._conn_lock:
-                    if not entry.following():
-                        self._follow_room(entry)
-                    if entry.follows is None:
-                        entry.follows = ConnectionFollows(entry)
-                    sub = self.follows.subscribe(entry.follows, req_id, args, scope)
-                result = wire.FollowResult(subscription=sub.id, max_queued_hits=wire.FOLLOW_QUEUE_HITS)
-        except ProtocolError as exc:
-            return _error(req_id, exc.code, wire.clip(exc.message, 2000))
-        self.requests_served += 1
-        return wire.Response(id=req_id, ok=True, result=result)
+    def _subscribe(self, entry: Connection, request_id: Any, args: wire.FollowArgs, scope: Any) -> int:
+        """A follow on `entry`, its updates sent with `request_id` (`Streams.follow`)."""
+        assert self.follows is not None
+        with self._conn_lock:
+            if not entry.following():
+                self._follow_room(entry)
+            if entry.follows is None:
+                entry.follows = ConnectionFollows(entry)
+            return self.follows.subscribe(entry.follows, request_id, args, scope).id
+
+    def _unsubscribe(self, entry: Connection, subscription: int) -> bool:
+        return (
+            entry.follows is not None
+            and self.follows is not None
+            and self.follows.unsubscribe(entry.follows, subscription)
+        )
+
+
+class _Streams:
+    """A connection's standing queries as one request sees them (`ops.request.Streams`)."""
+
+    def __init__(self, server: Server, entry: Connection, request_id: Any) -> None:
+        self._server, self._entry, self._request_id = server, entry, request_id
+
+    def follow(self, args: wire.FollowArgs, scope: Any) -> int:
+        return self._server._subscribe(self._entry, self._request_id, args, scope)
+
+    def unfollow(self, subscription: int) -> bool:
+        return self._server._unsubscribe(self._entry, subscription)
 
 
 def _error(req_id: Any, code: str, message: str) -> dict[str, Any]:

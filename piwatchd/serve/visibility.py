@@ -1,10 +1,13 @@
-"""One request's visibility, computed once and applied to everything it answers.
+"""One request's visibility, computed once and asked by everything that builds its answer.
 
 A request's caller resolves to a `CallerScope` (authorized roots, the
 caller's own session and cutoff). `Visibility` turns that into answers about
 the sessions and events a response names: which session rows may be shown
 (hits, freshness, warnings, sessions, status counts), which events (read and
-trace nodes, relationship targets) and where the cutoff caps a session. Every
+trace nodes, relationship targets), where the cutoff caps a session and what
+a capped session's visible events say of it (`session_view`). It answers;
+the builders decide with it while building (`serve/shown.py` for recorded
+values, read's and trace's nodes before their redaction). Every
 lookup is by key and cached for the request, so the cost is O(what the
 response names), never O(history); a caller with a cutoff adds its session's
 lineage once, O(descendants). A hidden session or event looks exactly like a
@@ -17,11 +20,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from piwatch import wire
-
 from ..store.catalog import SessionRow, canonical_ref, descendants, orphan_forks, session_rows, sessions_with_prefix
 from ..store.ids import IN_IDS, KEY, id_list
-from ..text.search import iso_time
 from .auth import CallerScope
 
 __all__ = ["NOT_FOUND_MESSAGE", "SessionView", "Visibility"]
@@ -267,21 +267,6 @@ class Visibility:
                 spans[sid] = (view.first_ms, view.last_ms)
         return spans
 
-    def describe_listing(self, items: list[wire.SessionItem]) -> None:
-        """A `sessions` page as far as the caller may see it: a session capped
-        by the cutoff (a fork that copied the caller's session) shows the
-        name, time span and event count of its visible events only."""
-        if not self.has_cutoff:
-            return
-        for item in items:
-            if self.cap(item.session_id) is not None and (view := self.session_view(item.session_id)):
-                item.name, item.first_ms, item.last_ms, item.events = (
-                    view.name,
-                    view.first_ms,
-                    view.last_ms,
-                    view.events,
-                )
-
     def partial_sessions(self) -> tuple[list[str], list[tuple[int, int]]]:
         """What `status` must leave out of its aggregates, and add back: the
         sessions the caller may see only in part or not at all (its own
@@ -301,25 +286,6 @@ class Visibility:
             end = self.visible_end(sid)
             visible.append((view.events, end or 0))
         return excluded, visible
-
-    def describe_sessions(self, result: wire.SearchResult) -> None:
-        """Name and time span of each session a search answer names, as far
-        as the caller may see them (a capped session's later name and events
-        are withheld from its hits and its session entry alike)."""
-        grouped = result.sessions or []
-        self.load([*(h.session_id for h in result.hits), *(s.session_id for s in grouped)])
-        for hit in (*result.hits, *(s.evidence for s in grouped)):
-            if (row := self._rows.get(hit.session_id)) is not None and row.agent == "omp":
-                hit.agent = "omp"
-        if self.has_cutoff:
-            for hit in (*result.hits, *(s.evidence for s in grouped)):
-                if self.cap(hit.session_id) is not None and (view := self.session_view(hit.session_id)):
-                    hit.session_name = view.name
-        for item in grouped:
-            view = self.session_view(item.session_id)
-            if view is not None:
-                item.session_name = view.name
-                item.first_timestamp, item.last_timestamp = iso_time(view.first_ms), iso_time(view.last_ms)
 
     def search_caps(self, events: tuple[int, ...] = ()) -> tuple[tuple[str, int], ...]:
         """Every cap a search must apply: the caller's session and each
@@ -365,75 +331,3 @@ class Visibility:
 
     def event_visible(self, session_id: str, entry_id: str) -> bool:
         return (session_id, entry_id) in self.visible_events([(session_id, entry_id)])
-
-    # -- responses ---------------------------------------------------------------------
-
-    def filter_read(self, result: wire.ReadResult) -> wire.ReadResult:
-        """Drop neighbours and fork alternatives the caller may not see."""
-        nb = result.neighbours
-        if nb is None or self.unrestricted:
-            return result
-        sid = result.session_id
-        ids = {n.entry_id for n in (*nb.before, *nb.after)}
-        for alt in nb.alternatives or []:
-            ids.update([alt.at, alt.followed, *alt.alternatives])
-        if nb.stopped_at_fork is not None:
-            ids.update([nb.stopped_at_fork.at, *nb.stopped_at_fork.candidates])
-        seen = {eid for _, eid in self.visible_events((sid, eid) for eid in ids)}
-        nb.before = [n for n in nb.before if n.entry_id in seen]
-        nb.after = [n for n in nb.after if n.entry_id in seen]
-        if nb.alternatives is not None:
-            nb.alternatives = [
-                wire.Alternative(at=a.at, followed=a.followed, alternatives=[x for x in a.alternatives if x in seen])
-                for a in nb.alternatives
-                if a.at in seen and a.followed in seen
-            ]
-        fork = nb.stopped_at_fork
-        if fork is not None:
-            nb.stopped_at_fork = (
-                wire.ForkStop(at=fork.at, candidates=[c for c in fork.candidates if c in seen])
-                if fork.at in seen
-                else None
-            )
-        return result
-
-    def filter_trace(self, result: wire.TraceResult) -> wire.TraceResult:
-        """Drop nodes and relationship targets the caller may not see."""
-        if self.unrestricted:
-            return result
-        sid = result.session_id
-        pairs = {
-            (n.session_id, n.entry_id) for n in (result.node, result.parent, *result.children, *result.siblings) if n
-        }
-        if result.materialized_leaf.entry_id:
-            pairs.add((sid, result.materialized_leaf.entry_id))
-        if result.toward_leaf is not None:
-            pairs.add((sid, result.toward_leaf.entry_id))
-        for rel in result.relationships:
-            if rel.target.entry_id:
-                pairs.add((rel.target.session_id or sid, rel.target.entry_id))
-        seen = self.visible_events(pairs)
-
-        def shown(node: wire.NodeSummary | None) -> wire.NodeSummary | None:
-            return node if node is not None and (node.session_id, node.entry_id) in seen else None
-
-        result.node = shown(result.node)
-        result.parent = shown(result.parent)
-        result.children = [n for n in result.children if shown(n)]
-        result.siblings = [n for n in result.siblings if shown(n)]
-        leaf = result.materialized_leaf
-        if leaf.entry_id and (sid, leaf.entry_id) not in seen:
-            # The materialized leaf lies past the cutoff: it is not known to this caller.
-            result.materialized_leaf = wire.Leaf(entry_id=None, known=False, is_target=False)
-            result.toward_leaf_known = False
-        if result.toward_leaf is not None and (sid, result.toward_leaf.entry_id) not in seen:
-            result.toward_leaf = None
-        result.relationships = [r for r in result.relationships if self._target_visible(r.target, sid, seen)]
-        return result
-
-    def _target_visible(self, target: wire.Target, sid: str, seen: set[tuple[str, str]]) -> bool:
-        if target.entry_id:
-            return (target.session_id or sid, target.entry_id) in seen
-        if target.session_id:
-            return self.session(target.session_id) is not None
-        return True  # a path or a reference recorded in the visible entry itself

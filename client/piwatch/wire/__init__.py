@@ -49,10 +49,10 @@ from .base import (
 )
 from .contract import (
     ARGS,
-    CONNECTION_OPS,
     OPS,
     RESULTS,
     SCHEMA_PATH,
+    STREAM_OPS,
     decode_args,
     decode_caller,
     decode_result,
@@ -149,7 +149,6 @@ __all__ = [
     "ARGS",
     "Alternative",
     "BytesStatus",
-    "CONNECTION_OPS",
     "Caller",
     "ContentItem",
     "DiagnosticCount",
@@ -205,6 +204,7 @@ __all__ = [
     "Response",
     "SCHEMA_PATH",
     "SESSIONS_QUERY_HITS",
+    "STREAM_OPS",
     "ScanInfo",
     "SearchArgs",
     "SearchFilters",

@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 __all__ = [
     "ARGS",
-    "CONNECTION_OPS",
+    "STREAM_OPS",
     "OPS",
     "RESULTS",
     "SCHEMA_PATH",
@@ -71,8 +71,9 @@ ARGS: dict[str, type[Wire]] = {
 
 # Every op of the contract, in one place: the daemon's dispatcher and `hello`'s capabilities derive from it.
 OPS: tuple[str, ...] = tuple(ARGS)
-# Ops the connection answers itself (the handshake, and standing queries pushed on it), not the request path.
-CONNECTION_OPS: tuple[str, ...] = ("hello", "follow", "unfollow")
+# Ops that need a connection able to push (piwatchd's socket; an index file alone never changes):
+# answered on the request path like every other op, with the connection's streams.
+STREAM_OPS: tuple[str, ...] = ("follow", "unfollow")
 
 RESULTS: dict[str, type[Wire]] = {
     "hello": HelloResult,

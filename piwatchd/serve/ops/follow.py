@@ -1,8 +1,11 @@
-"""follow's evaluation: a standing query's new hits among newly committed events.
+"""follow and unfollow, and a standing query's new hits among newly committed events.
 
-The socket server holds the subscriptions (`piwatchd.serve.follow`); this is the
-request-path side: the new events in commit order, and the hits among them
-through search's own path and authorization. Partial and repaired matches
+`follow` is a request like any other (`Api.handle`): its query is searched
+once, so a bad one is refused at once, then the connection it came on
+subscribes (`OpRequest.stream`; the socket server holds the subscriptions,
+`piwatchd.serve.follow`). The rest is each round's side: the new events in
+commit order, and the hits among them through search's own path and
+authorization. Partial and repaired matches
 are not news: only exact (and, unless `exact`, word-form) hits.
 
 An exact follow (the default) can only have a hit among the new events if
@@ -19,14 +22,25 @@ import sqlite3
 from collections.abc import Callable, Iterable, Set
 
 from piwatch import wire
+from piwatch.protocol import ErrorCode, ProtocolError
 
 from ...store.schema import owed_param, owed_sql
 from ...store.source_events import project_rows
 from ...text.query import QueryError, parse_query
-from .request import OpRequest
+from .request import OpRequest, Streams
 from .search import search
 
-__all__ = ["NewWords", "QueryWords", "QUERY_WORDS_MAX", "could_match", "events_after", "follow_hits", "newest_event"]
+__all__ = [
+    "NewWords",
+    "QueryWords",
+    "QUERY_WORDS_MAX",
+    "could_match",
+    "events_after",
+    "follow",
+    "follow_hits",
+    "newest_event",
+    "unfollow",
+]
 
 # text -> the index's words of it (the text engine's analysis); None: the engine does not say.
 WordsOf = Callable[[str], "list[str] | None"]
@@ -105,6 +119,23 @@ class NewWords:
                         return None
                     out.update(words)
         return frozenset(out)
+
+
+def follow(args: wire.FollowArgs, req: OpRequest) -> wire.FollowResult:
+    """Subscribe the request's connection to a standing query, once the query is
+    searched (its search holds a request slot like any other)."""
+    if req.stream is None:
+        raise ProtocolError(ErrorCode.UNAVAILABLE, "follow needs piwatchd running: an index file alone never changes")
+    with req.slot(req.deadline):
+        follow_hits(args, req, [0])  # no event 0: the query is checked, nothing found
+    subscription = req.stream.follow(args, req.vis.scope)
+    return wire.FollowResult(subscription=subscription, max_queued_hits=wire.FOLLOW_QUEUE_HITS)
+
+
+def unfollow(args: wire.UnfollowArgs, stream: Streams | None) -> wire.UnfollowResult:
+    """End one of the connection's own follows (no caller needed: it names no one else's)."""
+    stopped = stream is not None and stream.unfollow(args.subscription)
+    return wire.UnfollowResult(subscription=args.subscription, stopped=stopped)
 
 
 def follow_hits(args: wire.FollowArgs, req: OpRequest, events: list[int]) -> list[wire.Hit]:

@@ -29,6 +29,7 @@ from ...source.reader import open_source
 from ...store.redaction import index_rules
 from ...store.source_events import line_entry, verified_line
 from ...store.tree_store import DbTreeView
+from ..visibility import Visibility
 from .nodes import event_facts, node_summaries, redact_result, redaction_omitted, source_of
 from .request import OpRequest, bad_request, not_found
 
@@ -227,19 +228,45 @@ def _neighbours(view: DbTreeView, entry_id: str, order: str, before: int, after:
     )
 
 
+def _visible_neighbours(nb: wire.Neighbours, sid: str, vis: Visibility) -> wire.Neighbours:
+    """The neighbours and fork alternatives the caller may see, decided before the
+    result is redacted (whose notes would list a hidden neighbour's secrets)."""
+    if vis.unrestricted:
+        return nb
+    ids = {n.entry_id for n in (*nb.before, *nb.after)}
+    for alt in nb.alternatives or []:
+        ids.update([alt.at, alt.followed, *alt.alternatives])
+    if nb.stopped_at_fork is not None:
+        ids.update([nb.stopped_at_fork.at, *nb.stopped_at_fork.candidates])
+    seen = {eid for _, eid in vis.visible_events((sid, eid) for eid in ids)}
+    nb.before = [n for n in nb.before if n.entry_id in seen]
+    nb.after = [n for n in nb.after if n.entry_id in seen]
+    if nb.alternatives is not None:
+        nb.alternatives = [
+            wire.Alternative(at=a.at, followed=a.followed, alternatives=[x for x in a.alternatives if x in seen])
+            for a in nb.alternatives
+            if a.at in seen and a.followed in seen
+        ]
+    fork = nb.stopped_at_fork
+    if fork is not None:
+        nb.stopped_at_fork = (
+            wire.ForkStop(at=fork.at, candidates=[c for c in fork.candidates if c in seen]) if fork.at in seen else None
+        )
+    return nb
+
+
 def read(args: wire.ReadArgs, req: OpRequest) -> wire.ReadResult:
-    """One event, its content from the verified source line; neighbours the caller may not see are dropped."""
+    """One event, its content from the verified source line; neighbours the caller may not see are never in it."""
     if args.unredacted and req.vis.scope.roots is not None:
         # Model-facing output is always redacted; only the file owner's local CLI may opt out.
         raise bad_request(
             "unredacted is allowed only for the local CLI with caller all: true (`piwatch read --all --unredacted`)"
         )
-    result = req.on_event(args.session_id, args.entry_id, lambda view: event_read(view, args))
-    return req.vis.filter_read(result)
+    return req.on_event(args.session_id, args.entry_id, lambda view: event_read(view, args, req.vis))
 
 
-def event_read(view: DbTreeView, args: wire.ReadArgs) -> wire.ReadResult:
-    """The read result; `args` are already validated by the wire contract."""
+def event_read(view: DbTreeView, args: wire.ReadArgs, vis: Visibility) -> wire.ReadResult:
+    """The read result as `vis`'s caller may see it; `args` are already validated by the wire contract."""
     conn, sid, eid = view.conn, args.session_id, args.entry_id
     path, cwd = source_of(conn, sid)
     row = view.row(eid)
@@ -273,7 +300,7 @@ def event_read(view: DbTreeView, args: wire.ReadArgs) -> wire.ReadResult:
     elif args.fragment_id is not None:
         raise not_found(f"cannot read fragment {wire.quote(args.fragment_id)}: {detail}")
     if args.before or args.after:
-        result.neighbours = _neighbours(view, eid, args.order, args.before, args.after)
+        result.neighbours = _visible_neighbours(_neighbours(view, eid, args.order, args.before, args.after), sid, vis)
     if args.unredacted:
         result.unredacted = True
         return result

@@ -2,7 +2,8 @@
 
 An operation is `op(args: wire.<Op>Args, req: OpRequest, ...) -> wire.<Op>Result`.
 `OpRequest` carries the request's one `Visibility`, its deadline, the
-server's request slot and the query time limit; an operation names the
+server's request slot, the query time limit and the connection's streams
+(`Streams`: follow and unfollow); an operation names the
 sessions its answer shows in `req.sessions` (the envelope reports their
 freshness). Errors are `ProtocolError`s: a hidden session or event gets
 exactly the error a missing one gets (`not_found()`).
@@ -20,7 +21,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 from piwatch import wire
@@ -29,31 +30,44 @@ from piwatch.protocol import ErrorCode, ProtocolError
 from ...source.reader import open_source
 from ...store.tree_store import DbTreeView
 from ...text.search import QueryTimeout, time_limit
+from ..auth import CallerScope
 from ..visibility import NOT_FOUND_MESSAGE, Visibility
 
 __all__ = [
     "NO_SESSION_MESSAGE",
-    "SHORT_VALUE_CHARS",
     "OpRequest",
     "Slot",
+    "Streams",
     "bad_request",
     "file_progress",
     "no_slot",
     "not_found",
     "resolved",
-    "short",
 ]
 
 # slot(deadline, heavy=False): a request slot (the server's are shared fairly between clients;
 # an expensive request takes a heavy one).
 Slot = Callable[..., contextlib.AbstractContextManager[None]]
 T = TypeVar("T")
-SHORT_VALUE_CHARS = 1000  # a recorded name or cwd in a listing; the full value is in the source file
 _TAIL_SCAN_MAX = 8 << 20  # bytes after the indexed end read to find a complete line
 # No message quotes the id asked for: a hidden session's answer is exactly a missing one's.
 NO_SESSION_MESSAGE = "no session with this id, or beginning with it, among the sessions this caller may see"
 SHORT_ID_MESSAGE = f"a session id is the whole id or a unique prefix of at least {wire.MIN_ID_PREFIX} characters"
 AMBIGUOUS_SHOWN = 5  # sessions an ambiguous prefix lists
+
+
+class Streams(Protocol):
+    """What `follow` and `unfollow` need of the connection a request came on: its
+    standing queries (the socket server keeps them; an index file alone has none)."""
+
+    def follow(self, args: wire.FollowArgs, scope: CallerScope) -> int:
+        """Subscribe (room made among the connections), the new subscription's id;
+        ProtocolError(busy) past the limits."""
+        ...
+
+    def unfollow(self, subscription: int) -> bool:
+        """End one of this connection's follows; False when it has none by that id."""
+        ...
 
 
 @contextlib.contextmanager
@@ -70,20 +84,17 @@ def bad_request(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.BAD_REQUEST, wire.clip(message))
 
 
-def short(value: str | None) -> str | None:
-    """A recorded value shown in a listing, cut so one huge header or name
-    (Pi writes what it is given) cannot inflate every answer naming its session."""
-    return value if value is None or len(value) <= SHORT_VALUE_CHARS else wire.clip(value, SHORT_VALUE_CHARS)
-
-
 class OpRequest:
     """One request as its operation sees it."""
 
-    def __init__(self, vis: Visibility, deadline: float, slot: Slot, query_timeout: float) -> None:
+    def __init__(
+        self, vis: Visibility, deadline: float, slot: Slot, query_timeout: float, stream: Streams | None = None
+    ) -> None:
         self.vis = vis
         self.deadline = deadline
         self.slot = slot
         self.query_timeout = query_timeout
+        self.stream = stream  # the connection's standing queries, where it has them
         self.sessions: list[str] = []  # sessions the answer names, for freshness and warnings
 
     def remaining(self) -> float:

@@ -24,7 +24,7 @@ from ...store.schema import searchable_bytes
 from ...text.query import QueryError, SearchFilters, SearchRequest
 from ...text.search import QueryTimeout, search as run_search
 from ..shown import Shown
-from .request import OpRequest, bad_request, file_progress, short
+from .request import OpRequest, bad_request, file_progress
 
 __all__ = ["HEAVY_ROWS", "heavy", "search", "search_request"]
 
@@ -74,15 +74,8 @@ def search(
             raise ProtocolError(ErrorCode.QUERY_ERROR, str(exc)) from None
         except QueryTimeout as exc:
             raise ProtocolError(ErrorCode.TIMEOUT, str(exc)) from None
-    vis.describe_sessions(result)
-    Shown(vis.conn).search(result)  # recorded cwds, names and tool names: redacted, then bounded
-    grouped = result.sessions or []
-    items: list[wire.Hit | wire.SessionHit] = [*result.hits, *grouped, *(s.evidence for s in grouped)]
-    for item in items:
-        # Recorded values repeat on every hit of a session: bounded.
-        item.session_name, item.cwd = short(item.session_name), short(item.cwd)
-    result.scope = wire.SearchScope(roots=None if scope.roots is None else list(scope.roots))
-    req.sessions = [h.session_id for h in result.hits] + [s.session_id for s in grouped]
+    result = Shown(vis).search(result)  # what the caller may see of each hit and session, in one step
+    req.sessions = [h.session_id for h in result.hits] + [s.session_id for s in result.sessions or []]
     return result
 
 

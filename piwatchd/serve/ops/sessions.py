@@ -2,8 +2,8 @@
 
 Scope filters (cwd, under, since, until) are search's own, and a query
 lists the sessions holding one of its best hits, found through search's own
-path (same authorization and cutoff). Recorded values go through the
-redaction rules before they are cut.
+path (same authorization and cutoff). Each row is shown through its one
+builder (`Shown.session_item`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from piwatch import wire
 from ...store.catalog import list_sessions
 from ...text.query import overridden, roots_clause, session_filter_clauses
 from ..shown import Shown
-from .request import OpRequest, short
+from .request import OpRequest
 from .search import search, search_request
 
 __all__ = ["sessions"]
@@ -41,27 +41,8 @@ def sessions(args: wire.SessionsArgs, req: OpRequest) -> wire.SessionsResult:
             params.extend(ids)
         with req.limited(slot=False):
             rows = list_sessions(vis.conn, where, params, args.limit + 1, args.offset, last)
-    shown = Shown(vis.conn)  # recorded values through the redaction rules, before they are cut
-    items = [
-        wire.SessionItem(
-            session_id=r.session_id,
-            name=short(shown(r.name)),
-            cwd=short(shown(r.cwd)),
-            created=short(shown(r.created)),
-            first_ms=r.first_ms,
-            last_ms=r.last_ms,
-            events=r.entry_count,
-            parent_session=short(shown(r.parent_session)),
-            format=r.format,
-            path=shown(r.path) or r.path,
-            state=r.state,
-            agent="omp" if r.agent == "omp" else "pi",
-        )
-        for r in rows[: args.limit]
-    ]
-    if vis.has_cutoff:  # forks of the caller's session: only what their visible events say
-        with req.limited():
-            vis.describe_listing(items)
+            shown = Shown(vis)  # each row as the caller may see it (a capped fork: its visible events)
+            items = [shown.session_item(r) for r in rows[: args.limit]]
     return wire.SessionsResult(sessions=items, has_more=len(rows) > args.limit, limit=args.limit, offset=args.offset)
 
 

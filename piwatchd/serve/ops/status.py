@@ -30,7 +30,6 @@ __all__ = [
     "caller_catch_up",
     "catch_up",
     "catch_up_warnings",
-    "public_service",
     "status",
     "unready_status",
 ]
@@ -52,23 +51,17 @@ def status(
             result.sessions, result.events = result.sessions + 1, result.events + events
             if result.bytes is not None:
                 result.bytes.files, result.bytes.ingested = result.bytes.files + end, result.bytes.ingested + end
-        Shown(vis.conn).status(result)  # paths, errors and diagnostics quote session files
-    if snap:
-        # The live snapshot is fresher than the row the service last wrote.
-        live = msgspec.structs.replace(snap, running=True, updated_age_s=0)
-        result.service = live if vis.scope.roots is None else public_service(live)
-    elif vis.scope.roots is not None and result.service is not None:
-        result.service = public_service(result.service)
-    result.catch_up = caller_catch_up(snap, vis)
-    return result
+        if snap:
+            # The live snapshot is fresher than the row the service last wrote.
+            result.service = msgspec.structs.replace(snap, running=True, updated_age_s=0)
+        result.catch_up = caller_catch_up(snap, vis)
+        return Shown(vis).status(result)  # one step: what the caller is shown of it
 
 
 def unready_status(scope: CallerScope, snapshot: ServiceSnapshot, error: str) -> wire.StatusResult:
     """Status while the index cannot be read (being created or missing)."""
     snap = snapshot()
-    service = msgspec.structs.replace(snap, running=True) if snap else None
-    if service is not None and scope.roots is not None:
-        service = public_service(service)
+    service = Shown(None, scope).service(msgspec.structs.replace(snap, running=True)) if snap else None
     return wire.StatusResult(ready=False, index_error=error, service=service)
 
 
@@ -143,20 +136,3 @@ def catch_up_warnings(snapshot: wire.ServiceStatus | None, vis: Visibility | Non
         message = f"indexing: {progress.files_done} of {progress.files_total} files, results may be incomplete"
     out.insert(0, wire.Notice(code="indexing", message=message))
     return out
-
-
-def public_service(svc: wire.ServiceStatus) -> wire.ServiceStatus:
-    """What a workspace caller may see of the service: its phase and times, no
-    paths of other projects' files and no machine-wide counts (its own files'
-    progress is `catchUp` and the index's counts)."""
-    return wire.ServiceStatus(
-        pid=svc.pid,
-        phase=svc.phase,
-        running=svc.running,
-        started_ms=svc.started_ms,
-        heartbeat_ms=svc.heartbeat_ms,
-        updated_age_s=svc.updated_age_s,
-        uptime_seconds=svc.uptime_seconds,
-        startup_seconds=svc.startup_seconds,
-        last_scan=wire.ScanInfo(at_ms=svc.last_scan.at_ms) if svc.last_scan else None,
-    )

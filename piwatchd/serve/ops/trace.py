@@ -21,6 +21,7 @@ from ...store.evidence import event_files_sql
 from ...store.ids import KEY
 from ...store.redaction import index_rules
 from ...store.tree_store import DbTreeView, materialized_leaf_of
+from ..visibility import Visibility
 from .nodes import node_summaries, node_summary, redact_result, source_of
 from .request import OpRequest, not_found
 
@@ -158,13 +159,12 @@ def _fork_children(conn: sqlite3.Connection, sid: str, eid: str) -> list[wire.Re
 
 
 def trace(args: wire.TraceArgs, req: OpRequest) -> wire.TraceResult:
-    """An event's trace; nodes and targets the caller may not see are dropped."""
-    result = req.on_event(args.session_id, args.entry_id, lambda view: event_trace(view, args))
-    return req.vis.filter_trace(result)
+    """An event's trace; nodes and targets the caller may not see are never in it."""
+    return req.on_event(args.session_id, args.entry_id, lambda view: event_trace(view, args, req.vis))
 
 
-def event_trace(view: DbTreeView, args: wire.TraceArgs) -> wire.TraceResult:
-    """The trace of one indexed event, its strings redacted as the index's."""
+def event_trace(view: DbTreeView, args: wire.TraceArgs, vis: Visibility) -> wire.TraceResult:
+    """The trace of one indexed event as `vis`'s caller may see it, its strings redacted as the index's."""
     conn, sid, eid = view.conn, args.session_id, args.entry_id
     source_of(conn, sid)
     if view.node(eid) is None:
@@ -191,8 +191,51 @@ def event_trace(view: DbTreeView, args: wire.TraceArgs) -> wire.TraceResult:
         toward_leaf_known=local.toward_leaf_known,
         relationships=_edges(conn, view, sid, eid),
     )
+    result = _only_visible(result, vis)
     # Previews and labels through the index's redaction rules; each change listed under `omitted`.
     result, notes = redact_result(result, index_rules(conn))
     if notes:
         result.omitted = notes
     return result
+
+
+def _only_visible(result: wire.TraceResult, vis: Visibility) -> wire.TraceResult:
+    """The nodes and relationship targets the caller may see, decided before the
+    result is redacted (whose notes would list a hidden node's secrets)."""
+    if vis.unrestricted:
+        return result
+    sid = result.session_id
+    pairs = {(n.session_id, n.entry_id) for n in (result.node, result.parent, *result.children, *result.siblings) if n}
+    if result.materialized_leaf.entry_id:
+        pairs.add((sid, result.materialized_leaf.entry_id))
+    if result.toward_leaf is not None:
+        pairs.add((sid, result.toward_leaf.entry_id))
+    for rel in result.relationships:
+        if rel.target.entry_id:
+            pairs.add((rel.target.session_id or sid, rel.target.entry_id))
+    seen = vis.visible_events(pairs)
+
+    def shown(node: wire.NodeSummary | None) -> wire.NodeSummary | None:
+        return node if node is not None and (node.session_id, node.entry_id) in seen else None
+
+    result.node = shown(result.node)
+    result.parent = shown(result.parent)
+    result.children = [n for n in result.children if shown(n)]
+    result.siblings = [n for n in result.siblings if shown(n)]
+    leaf = result.materialized_leaf
+    if leaf.entry_id and (sid, leaf.entry_id) not in seen:
+        # The materialized leaf lies past the cutoff: it is not known to this caller.
+        result.materialized_leaf = wire.Leaf(entry_id=None, known=False, is_target=False)
+        result.toward_leaf_known = False
+    if result.toward_leaf is not None and (sid, result.toward_leaf.entry_id) not in seen:
+        result.toward_leaf = None
+    result.relationships = [r for r in result.relationships if _target_visible(r.target, sid, seen, vis)]
+    return result
+
+
+def _target_visible(target: wire.Target, sid: str, seen: set[tuple[str, str]], vis: Visibility) -> bool:
+    if target.entry_id:
+        return (target.session_id or sid, target.entry_id) in seen
+    if target.session_id:
+        return vis.session(target.session_id) is not None
+    return True  # a path or a reference recorded in the visible entry itself
