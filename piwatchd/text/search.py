@@ -111,7 +111,7 @@ def _grouped(
             session_id=g.session_id,
             session_name=hit.session_name,
             cwd=hit.cwd,
-            # The session's span is the caller's to see: the api fills it (Visibility.describe_sessions).
+            # The session's span is the caller's to see: the api fills it (Shown.session_hit).
             first_timestamp=None,
             last_timestamp=None,
             matching_events=g.matching_events,
