@@ -67,3 +67,22 @@ def write_sessions(sessions_dir: Path, cwd: str, count: int, home: Path) -> list
     if out.returncode != 0:
         raise RuntimeError(f"omp's writer failed ({out.returncode}): {out.stderr[-2000:]}")
     return [Path(line) for line in out.stdout.split()]
+
+
+def write_lineage(parent_dir: Path, parent_cwd: Path, child_dir: Path, child_cwd: Path, home: Path) -> dict[str, Path]:
+    """A session and two children written by the real omp (tests/omp/lineage.ts): `fork`
+    names its parent by id, `branch` by its file's path. {"parent"|"fork"|"branch": file}."""
+    ensure_installed()
+    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home)})
+    args = [str(p) for p in (parent_dir, parent_cwd, child_dir, child_cwd)]
+    out = subprocess.run(
+        [str(BUN), str(OMP_DIR / "lineage.ts"), *args],
+        cwd=OMP_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"omp's writer failed ({out.returncode}): {out.stderr[-2000:]}")
+    return {name: Path(path) for name, path in (line.split(" ", 1) for line in out.stdout.splitlines())}
