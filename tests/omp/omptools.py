@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,21 @@ def write_lineage(parent_dir: Path, parent_cwd: Path, child_dir: Path, child_cwd
     if out.returncode != 0:
         raise RuntimeError(f"omp's writer failed ({out.returncode}): {out.stderr[-2000:]}")
     return {name: Path(path) for name, path in (line.split(" ", 1) for line in out.stdout.splitlines())}
+
+
+def run_agent(agent_dir: Path, cwd: Path, sessions_dir: Path, word: str, home: Path, socket: Path) -> dict:
+    """The real omp agent with a scripted model (tests/omp/run_agent.ts): it searches for `word`
+    with the extensions installed in `agent_dir`, reads the first hit, answers; its summary."""
+    ensure_installed()
+    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home), "PIWATCH_SOCKET": str(socket)})
+    out = subprocess.run(
+        [str(BUN), str(OMP_DIR / "run_agent.ts"), str(agent_dir), str(cwd), str(sessions_dir), word],
+        cwd=OMP_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"omp's agent failed ({out.returncode}): {out.stderr[-4000:]}")
+    return json.loads(out.stdout.splitlines()[-1])
