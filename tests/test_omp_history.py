@@ -2,7 +2,8 @@
 omp's own SessionManager under Bun), indexed by a real piwatchd with one custom
 type registered (`[[extract]]`): every planted token is found at exactly its
 identity, no unregistered custom entry (nor a registered one's other field)
-leaks into search, and no system prompt, task or mode state is indexed."""
+leaks into search, no system prompt, task or mode state is indexed, and the
+turn before omp's `/clear` is out of the model's context, the one after in it."""
 
 from __future__ import annotations
 
@@ -61,18 +62,29 @@ def test_two_hundred_real_omp_sessions(live, monkeypatch):
     assert q(live.db, "SELECT count(*), min(agent), max(agent) FROM sessions") == [(N, "omp", "omp")]
     assert q(live.db, "SELECT code FROM diagnostics") == []
     planted = _planted(live.db)
-    missed, leaked = [], []
+    missed, leaked, states = [], [], set()
     with Client(live.base / "d.sock", caller={"all": True}) as c:
         for i in range(N):
-            for token in (f"{t}{i}" for t in FOUND):
-                hits = {(h.session_id, h.entry_id) for h in c.search(token, limit=50).hits}
-                if hits != planted.get(token, set()) or not hits:
-                    missed.append((token, sorted(hits), sorted(planted.get(token, ()))))
+            for t in FOUND:
+                found = c.search(f"{t}{i}", limit=50).hits
+                hits = {(h.session_id, h.entry_id) for h in found}
+                if hits != planted.get(f"{t}{i}", set()) or not hits:
+                    missed.append((f"{t}{i}", sorted(hits), sorted(planted.get(f"{t}{i}", ()))))
+                states.update((t, h.selection_state) for h in found)
             for token in (f"{t}{i}" for t in NEVER):
                 assert planted.get(token), token  # it is in the files
                 if c.search(token, limit=5).hits:
                     leaked.append(token)
     assert missed == [], missed[:5]
+    # omp's /clear in each session: the turn before it left the model's context, the one after is in it.
+    assert states == {
+        ("usertoken", "omitted"),
+        ("assistanttoken", "omitted"),
+        ("latertoken", "direct"),
+        ("firsttoken", "not-applicable"),
+        ("secondtoken", "not-applicable"),
+        ("registeredtoken", "not-applicable"),
+    }
     assert leaked == [], leaked[:5]
     print(f"{N * len(FOUND)} planted tokens found at their identity; {N * len(NEVER)} never found")
     assert d.stop() == 0
