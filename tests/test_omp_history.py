@@ -3,7 +3,8 @@ omp's own SessionManager under Bun), indexed by a real piwatchd with one custom
 type registered (`[[extract]]`): every planted token is found at exactly its
 identity, no unregistered custom entry (nor a registered one's other field)
 leaks into search, no system prompt, task or mode state is indexed, and the
-turn before omp's `/clear` is out of the model's context, the one after in it."""
+turn before omp's `/clear` is out of the model's context, the one after in it:
+the tree states equal omp's own context reconstruction (tests/omp/context.ts)."""
 
 from __future__ import annotations
 
@@ -86,5 +87,18 @@ def test_two_hundred_real_omp_sessions(live, monkeypatch):
         ("registeredtoken", "not-applicable"),
     }
     assert leaked == [], leaked[:5]
+    # Tree states equal omp's own context reconstruction: the message entries in the model's
+    # context now are exactly those piwatch calls direct, in every session.
+    omp = omptools.context_ids(files, live.base / "home")
+    ours: dict[str, set[str]] = {}
+    for path, eid in q(
+        live.db,
+        "SELECT src.path, e.entry_id FROM events e JOIN sessions s USING(session_key)"
+        " JOIN sources src ON src.source_id = s.source_id WHERE e.type = 'message' AND e.selection_state = 'direct'",
+    ):
+        ours.setdefault(path, set()).add(eid)
+    assert {f: (set(ids), unmatched) for f, (ids, unmatched) in omp.items()} == {
+        str(f): (ours.get(str(f), set()), 0) for f in files
+    }
     print(f"{N * len(FOUND)} planted tokens found at their identity; {N * len(NEVER)} never found")
     assert d.stop() == 0

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.live import poll, searchable
+from helpers.live import poll, q, searchable
 from piwatch.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "omp"))
@@ -71,4 +71,14 @@ def test_omp_parent_by_id_and_by_path_resolve_to_the_indexed_authorized_parent(l
         assert kids == [headers[name]["id"]], name
         kids = [r.target.session_id for r in child_only.trace(headers[name]["id"], entry).relationships]
         assert parent not in kids, name
+    # Each one's tree state is omp's own context reconstruction (the fork holds the parent's turns).
+    direct = q(
+        live.db,
+        "SELECT src.path, e.entry_id FROM events e JOIN sessions s USING(session_key)"
+        " JOIN sources src ON src.source_id = s.source_id WHERE e.type = 'message' AND e.selection_state = 'direct'",
+    )
+    omp = omptools.context_ids(list(files.values()), live.base / "home")
+    assert {f: (set(ids), n) for f, (ids, n) in omp.items()} == {
+        str(f): ({eid for path, eid in direct if path == str(f)}, 0) for f in files.values()
+    }
     assert d.stop() == 0

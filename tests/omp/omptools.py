@@ -105,3 +105,21 @@ def run_agent(agent_dir: Path, cwd: Path, sessions_dir: Path, word: str, home: P
     if out.returncode != 0:
         raise RuntimeError(f"omp's agent failed ({out.returncode}): {out.stderr[-4000:]}")
     return json.loads(out.stdout.splitlines()[-1])
+
+
+def context_ids(files: list[Path], home: Path) -> dict[str, tuple[list[str], int]]:
+    """omp's own context reconstruction of each file (tests/omp/context.ts): {file: (the ids of
+    the message entries `buildSessionContext` sends the model, messages matched to no entry)}."""
+    ensure_installed()
+    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home)})
+    out = subprocess.run(
+        [str(BUN), str(OMP_DIR / "context.ts"), *map(str, files)],
+        cwd=OMP_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"omp's context reconstruction failed ({out.returncode}): {out.stderr[-2000:]}")
+    return {f: (v["ids"], v["unmatched"]) for f, v in json.loads(out.stdout).items()}
