@@ -23,6 +23,7 @@ import omptools
 
 N = 200
 FOUND = ("usertoken", "assistanttoken", "latertoken", "firsttoken", "secondtoken", "registeredtoken")
+COMPACTED = ("compacttoken", "aftercompacttoken")  # odd sessions: a compaction after the /clear
 NEVER = ("customtoken", "hiddentoken", "sysprompttoken", "tasktoken", "plantoken")
 REGISTER = '[[extract]]\ncustom_type = "acme.notes"\nfields = ["data.summary"]\n'
 TOKEN = re.compile(r"\b([a-z]+token\d+)\b")
@@ -66,7 +67,7 @@ def test_two_hundred_real_omp_sessions(live, monkeypatch):
     missed, leaked, states = [], [], set()
     with Client(live.base / "d.sock", caller={"all": True}) as c:
         for i in range(N):
-            for t in FOUND:
+            for t in FOUND + (COMPACTED if i % 2 else ()):
                 found = c.search(f"{t}{i}", limit=50).hits
                 hits = {(h.session_id, h.entry_id) for h in found}
                 if hits != planted.get(f"{t}{i}", set()) or not hits:
@@ -78,27 +79,33 @@ def test_two_hundred_real_omp_sessions(live, monkeypatch):
                     leaked.append(token)
     assert missed == [], missed[:5]
     # omp's /clear in each session: the turn before it left the model's context, the one after is in it.
+    # A compaction after it wins: the turn before both is summarized, the kept turn stays in.
     assert states == {
         ("usertoken", "omitted"),
         ("assistanttoken", "omitted"),
+        ("usertoken", "summarized"),
+        ("assistanttoken", "summarized"),
+        ("compacttoken", "direct"),
+        ("aftercompacttoken", "direct"),
         ("latertoken", "direct"),
         ("firsttoken", "not-applicable"),
         ("secondtoken", "not-applicable"),
         ("registeredtoken", "not-applicable"),
     }
     assert leaked == [], leaked[:5]
-    # Tree states equal omp's own context reconstruction: the message entries in the model's
+    # Tree states equal omp's own context reconstruction: the entries in the model's
     # context now are exactly those piwatch calls direct, in every session.
     omp = omptools.context_ids(files, live.base / "home")
     ours: dict[str, set[str]] = {}
     for path, eid in q(
         live.db,
         "SELECT src.path, e.entry_id FROM events e JOIN sessions s USING(session_key)"
-        " JOIN sources src ON src.source_id = s.source_id WHERE e.type = 'message' AND e.selection_state = 'direct'",
+        " JOIN sources src ON src.source_id = s.source_id WHERE e.selection_state = 'direct'",
     ):
         ours.setdefault(path, set()).add(eid)
     assert {f: (set(ids), unmatched) for f, (ids, unmatched) in omp.items()} == {
         str(f): (ours.get(str(f), set()), 0) for f in files
     }
-    print(f"{N * len(FOUND)} planted tokens found at their identity; {N * len(NEVER)} never found")
+    found = N * len(FOUND) + N // 2 * len(COMPACTED)
+    print(f"{found} planted tokens found at their identity; {N * len(NEVER)} never found")
     assert d.stop() == 0

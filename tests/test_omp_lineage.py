@@ -75,7 +75,7 @@ def test_omp_parent_by_id_and_by_path_resolve_to_the_indexed_authorized_parent(l
     direct = q(
         live.db,
         "SELECT src.path, e.entry_id FROM events e JOIN sessions s USING(session_key)"
-        " JOIN sources src ON src.source_id = s.source_id WHERE e.type = 'message' AND e.selection_state = 'direct'",
+        " JOIN sources src ON src.source_id = s.source_id WHERE e.selection_state = 'direct'",
     )
     omp = omptools.context_ids(list(files.values()), live.base / "home")
     assert {f: (set(ids), n) for f, (ids, n) in omp.items()} == {
