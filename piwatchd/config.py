@@ -14,6 +14,11 @@ Settings come from the environment and an optional TOML file at
     name = "acme-key"
     regex = "acme_[0-9a-f]{32}"
 
+    [[extract]]                             # see piwatchd.model.extractors
+    custom_type = "acme.notes"              # a custom entry type made searchable
+    fields = ["data.summary"]
+    kind = "custom.message"
+
 The `[cli]` table is the command line's own (`scope`: its default scope,
 read by `piwatch.commands._common.default_scope`, never by the daemon).
 
@@ -33,6 +38,7 @@ from typing import Any
 import platformdirs
 from piwatch.paths import config_path
 
+from .model.extractors import NO_EXTRACTORS, ExtractorError, Registry, registry_from_config
 from .model.redact import DEFAULT_RULES, Rules, RulesError, rules_from_config
 from .text.engine import DEFAULT_ENGINE, ENGINE_NAMES
 
@@ -51,6 +57,8 @@ class Settings:
     engine: str = DEFAULT_ENGINE
     # Ingest worker processes (`piwatchd.workers`); None: one per core beside the writer's.
     ingest_workers: int | None = None
+    # Custom entry types made searchable (`[[extract]]`); a change re-feeds the sessions holding them.
+    extractors: Registry = NO_EXTRACTORS
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -73,7 +81,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         roots += [os.path.expanduser(p) for p in env["PIWATCH_WORKSPACE_ROOTS"].split(os.pathsep) if p]
     try:
         rules = rules_from_config(data.get("redact"))
-    except RulesError as exc:
+        extractors = registry_from_config(data.get("extract"))
+    except (RulesError, ExtractorError) as exc:
         raise SystemExit(f"piwatch: config {path}: {exc}") from exc
     engine = env.get("PIWATCH_ENGINE") or data.get("engine") or DEFAULT_ENGINE
     if engine not in ENGINE_NAMES:
@@ -86,6 +95,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         rules,
         engine,
         _workers(env.get("PIWATCH_INGEST_WORKERS") or data.get("ingest_workers"), path),
+        extractors,
     )
 
 

@@ -253,6 +253,7 @@ class Daemon:
                 max_latency=max(self.ns.max_latency, self.ns.settle),
                 scan_interval=self.ns.scan_interval,
                 engine=self.settings.engine,
+                extractors=self.settings.extractors,
             ),
             self.inbox,
             watch=self.watcher,

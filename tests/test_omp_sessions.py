@@ -76,3 +76,30 @@ def test_read_says_what_omp_left_out(name, data, expected):
 
     got = [(o.field, o.kind, o.mime_type, o.base64_chars) for o in omitted_fields(data)]
     assert got == expected
+
+
+def test_a_clear_boundary_appended_later_omits_what_precedes_it(index, short_tmp):
+    """omp's `/clear` (`reset_boundary`) appended to an indexed session: the turns before it
+    leave the model's context (omitted, still on the selected path), the next one is in it."""
+    path = short_tmp / "omp" / "--w--" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(
+        title_slot("t") + jsonl(v3_header(), msg("u1", None, "user", "one"), msg("a1", "u1", "assistant", "two"))
+    )
+    ingestor = Ingestor(IndexWriter(index), omp_roots=[str(short_tmp / "omp")])
+
+    def states() -> dict[str, tuple[str, str]]:
+        ingestor.ingest(str(path))
+        index.commit()
+        rows = index.execute("SELECT entry_id, branch_state, selection_state FROM events")
+        return {eid: (branch, selection) for eid, branch, selection in rows}
+
+    assert states() == {"u1": ("selected", "direct"), "a1": ("selected", "direct")}
+    with open(path, "ab") as fh:
+        fh.write(jsonl({"type": "reset_boundary", "id": "r", "parentId": "a1"}, msg("u2", "r", "user", "three")))
+    assert states() == {
+        "u1": ("selected", "omitted"),
+        "a1": ("selected", "omitted"),
+        "r": ("selected", "not-applicable"),
+        "u2": ("selected", "direct"),
+    }

@@ -301,6 +301,42 @@ CASES = [
         {"u1": ("selected", "unknown"), "c": ("selected", "direct"), "u2": ("selected", "direct")},
     ),
     (
+        "omp's /clear after the latest compaction: the context starts after it, the compaction too is gone",
+        seq(
+            ("u1", None),
+            ("c", "u1", "compaction", None, {"first_kept": "u1"}),
+            ("u2", "c"),
+            ("r", "u2", "reset_boundary", None),
+            ("u3", "r"),
+        ),
+        None,
+        {
+            "u1": ("selected", "omitted"),
+            "c": ("selected", "omitted"),
+            "u2": ("selected", "omitted"),
+            "r": ("selected", "not-applicable"),
+            "u3": ("selected", "direct"),
+        },
+    ),
+    (
+        "omp's /clear before the latest compaction: superseded by it",
+        seq(
+            ("u1", None),
+            ("r", "u1", "reset_boundary", None),
+            ("u2", "r"),
+            ("c", "u2", "compaction", None, {"first_kept": "u2"}),
+            ("u3", "c"),
+        ),
+        None,
+        {
+            "u1": ("selected", "summarized"),
+            "r": ("selected", "not-applicable"),
+            "u2": ("selected", "direct"),
+            "c": ("selected", "direct"),
+            "u3": ("selected", "direct"),
+        },
+    ),
+    (
         "an unknown parent ends the walk, as in Pi",
         seq(("u1", "missing"), ("u2", "u1")),
         None,
@@ -385,7 +421,12 @@ def pi_projection(nodes: list[Node], leaf_id: str | None) -> set[str]:
     for e in path:
         if e.type == "compaction":
             comp = e
-    if comp is None:
+    # omp's buildSessionContext: the latest /clear boundary, when after the latest compaction, starts the context.
+    reset = max((i for i, e in enumerate(path) if e.type == "reset_boundary"), default=-1)
+    comp_at = next((i for i, e in enumerate(path) if comp is not None and e.entry_id == comp.entry_id), -1)
+    if reset >= 0 and reset > comp_at:
+        ctx = path[reset + 1 :]
+    elif comp is None:
         ctx = path
     else:
         ci = next(i for i, e in enumerate(path) if e.entry_id == comp.entry_id)
@@ -432,6 +473,7 @@ TYPES = ["message"] * 6 + [
     "custom",
     "custom_message",
     "model_change",
+    "reset_boundary",  # oh-my-pi's /clear
 ]
 ROLES = ["user", "assistant", "toolResult", "system", "bashExecution", "custom", "developer"]
 

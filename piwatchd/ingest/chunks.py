@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..model.events import Diagnostic, Entry, Event, excerpt
+from ..model.extractors import NO_EXTRACTORS, Registry
 from ..model.project import MAX_FRAGMENTS_PER_EVENT, project_entry
 from ..model.redact import DEFAULT_RULES, Rules
 from ..source.lines import split_complete_lines
@@ -28,9 +29,13 @@ PIPELINE_CHUNK = 512 * 1024
 
 
 def parsed_chunks(
-    chunks: Iterable[tuple[int, bytes] | Overlong], state: ParserState, rules: Rules = DEFAULT_RULES
+    chunks: Iterable[tuple[int, bytes] | Overlong],
+    state: ParserState,
+    rules: Rules = DEFAULT_RULES,
+    extractors: Registry = NO_EXTRACTORS,
 ) -> Iterator[tuple[Any, ...]]:
-    """Pure per chunk: complete lines -> entries -> events (redacted by `rules`), threading the parser state.
+    """Pure per chunk: complete lines -> entries -> events (redacted by `rules`, registered
+    custom types made searchable by `extractors`), threading the parser state.
 
     Yields (offset, bytes, end, result, events); an over-long line's range comes with bytes None.
     """
@@ -46,7 +51,7 @@ def parsed_chunks(
         events: list[Event] = []
         if result.entries:
             assert state.header is not None  # the parser yields entries only after a header
-            result, events = project_contained(state.header.session_id, result, rules)
+            result, events = project_contained(state.header.session_id, result, rules, extractors)
         yield offset, data, end, result, events
 
 
@@ -65,7 +70,7 @@ def _skipped(item: Overlong, state: ParserState) -> ParseResult:
 
 
 def project_contained(
-    session_id: str, result: ParseResult, rules: Rules = DEFAULT_RULES
+    session_id: str, result: ParseResult, rules: Rules = DEFAULT_RULES, extractors: Registry = NO_EXTRACTORS
 ) -> tuple[ParseResult, list[Event]]:
     """Project each entry. One that cannot be projected, or whose metadata
     cannot be stored, is kept bare (identity and type, no content) and
@@ -75,7 +80,7 @@ def project_contained(
     diagnostics: list[Diagnostic] = []
     for entry in result.entries:
         try:
-            event = project_entry(session_id, entry, rules)
+            event = project_entry(session_id, entry, rules, extractors=extractors)
             orjson.dumps(event.meta)  # what the writer stores; deep nesting fails here
         except Exception as exc:  # noqa: BLE001 - any projection failure is contained and reported
             diagnostics.append(

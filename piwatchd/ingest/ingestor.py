@@ -26,6 +26,7 @@ from ..source.fingerprint import Window, title_slot_len
 from ..source.parser import ParserState, UnsupportedSource
 from ..source.reader import observe, open_source, read_chunks
 from ..source.tailer import Change, Checkpoint, Observation, classify
+from ..store.extractors import index_extractors
 from ..store.redaction import index_rules
 from ..store.tree_store import TreeBatch
 from ..store.writer import IndexWriter, SourceRecord
@@ -79,6 +80,8 @@ class Ingestor:
         self.slice_seconds = slice_seconds
         # The rules recorded in the index when it was built (open_writer checked them).
         self.rules = index_rules(writer.conn)
+        # The custom types it makes searchable (`store.extractors.adopt` recorded them).
+        self.extractors = index_extractors(writer.conn)
         self.gone_recheck_delay = gone_recheck_delay
         self._sleep = sleep
         # The live service vetoes removals under a root that is missing or
@@ -278,7 +281,7 @@ class Ingestor:
         start, state, window = begin
         tree = TreeBatch(w.conn, full=full)
         reads = read_chunks(fd, start, obs.size, PIPELINE_CHUNK, overlong_at=state.overlong_at)
-        chunks = parsed_chunks(reads, state, self.rules)
+        chunks = parsed_chunks(reads, state, self.rules, self.extractors)
         if obs.size - start > PIPELINE_CHUNK:
             # Worth a helper thread only when there is a next chunk to parse.
             chunks = prefetch(chunks)

@@ -24,9 +24,11 @@ from typing import Any
 
 from piwatch import wire
 
+from ..model.extractors import Registry
 from ..model.subtree import is_under
 from ..source.discovery import iter_session_files, root_is_listable
 from ..source.tailer import Change
+from ..store.extractors import adopt
 from ..store.indexfile import lock_index, open_or_rebuild, prepare_index_path
 from ..store.writer import IndexWriter
 from .ingestor import Ingestor, IngestOutcome
@@ -166,11 +168,15 @@ def reconcile(
     progress: Callable[[IngestOutcome], None] | None = None,
     planned: Callable[[int, int], None] | None = None,
     omp_roots: Iterable[str] = (),
+    extractors: Registry | None = None,
 ) -> ReconcileSummary:
     """Scan, then ingest everything the scan queued, newest first. `planned`
-    hears the work the scan found (files, unread bytes) before it starts."""
+    hears the work the scan found (files, unread bytes) before it starts;
+    `extractors`: the configured registry, adopted first (None: the index's)."""
     started = time.monotonic()
     roots = list(roots)
+    if extractors is not None:
+        adopt(writer, extractors)
     guard = RemovalGuard(roots)
     ingestor = Ingestor(writer, may_remove=guard.may_remove, omp_roots=list(omp_roots))
     result = scan(writer.conn, roots, verify_all=True)
@@ -230,7 +236,14 @@ def index_once(
         writer = IndexWriter(conn)
         try:
             writer.repay_text_debt(progress=refed)
-            summary = reconcile(writer, roots, progress=progress, planned=planned, omp_roots=omp_roots(sessions))
+            summary = reconcile(
+                writer,
+                roots,
+                progress=progress,
+                planned=planned,
+                omp_roots=omp_roots(sessions),
+                extractors=settings.extractors,
+            )
             writer.refresh_statistics(force=True)
         finally:
             writer.close()  # commits the text index

@@ -38,7 +38,9 @@ from piwatch import wire
 from piwatch.rates import RateMeter
 
 from ..model.events import excerpt
+from ..model.extractors import NO_EXTRACTORS, Registry
 from ..source.discovery import session_files_in
+from ..store.extractors import adopt
 from ..store.indexfile import discard_index, open_or_rebuild, prepare_index_path
 from ..store.writer import IndexWriter
 from ..text.engine import DEFAULT_ENGINE
@@ -74,6 +76,7 @@ class ServiceConfig:
     state_interval: float = 1.0  # how often progress is written while busy
     heartbeat_interval: float = 5.0
     engine: str = DEFAULT_ENGINE  # the text engine's name (piwatchd.text.engine)
+    extractors: Registry = NO_EXTRACTORS  # the custom types made searchable (config's `[[extract]]`)
 
 
 class WatchReport(Protocol):
@@ -207,6 +210,7 @@ class Service:
             self.progress.index_rebuilds = plus(self.progress.index_rebuilds)
             log.warning("%s", problem)
         self.writer = IndexWriter(conn)
+        adopt(self.writer, self.config.extractors)  # the sessions it changes: re-read by the start-up scan
         self.ingestor = Ingestor(
             self.writer,
             gone_recheck_delay=self.config.gone_recheck_delay,

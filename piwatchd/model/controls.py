@@ -1,8 +1,9 @@
 """Control entries -> their typed event's meta (pure): model and thinking
 changes, context edits, custom state, usage, leaves, and oh-my-pi's mode
 changes, rule injections, `/clear` boundaries and session set-up. They carry
-no searchable text: `session_init`'s system prompt and task, and any custom
-entry's `data`, are never indexed (`project.py` applies this table).
+no searchable text: `session_init`'s system prompt and task are never
+indexed, nor a custom entry's `data` unless its type is registered
+(`extractors.py`; `project.py` applies both tables).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ without a `/` that does not name a `.jsonl` file is a session id. The same
 file may therefore be named `/s/own.jsonl`, `//s/own.jsonl`,
 `/s/./own.jsonl` or `/s/x/../own.jsonl`: lineage compares references in
 one normal form, this one (plus symlinks resolved, `store.catalog`).
+oh-my-pi writes either spelling: `fork()` the parent's session id (a UUID),
+a branch into a new file the parent file's absolute path; this rule reads
+both as omp does (`tests/test_omp_lineage.py`, with omp's own writer).
 """
 
 from __future__ import annotations

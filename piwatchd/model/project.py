@@ -3,8 +3,9 @@
 What is searchable is decided here and only here. Private reasoning
 (thinking blocks and their signatures), images, `details` payloads (including
 `details.truncation.content`, a duplicate of the visible text), system and
-developer prompts, `partialJson` scratch and unknown custom entries produce no
-searchable text. Control entries (model/thinking changes, labels, usage,
+developer prompts, `partialJson` scratch and custom entries of types the
+user has not registered (`piwatchd.model.extractors`) produce no searchable
+text. Control entries (model/thinking changes, labels, usage,
 context edits, custom state) become typed events without fragments.
 
 This is the one projection: indexing bounds each fragment into head/tail,
@@ -28,6 +29,7 @@ import orjson
 from ..source.parser import v1_entry_id
 from .controls import CONTROLS, nonempty as _str
 from .events import ContextRole, Entry, Event, Fragment, FragmentKind
+from .extractors import NO_EXTRACTORS, Registry
 from .redact import DEFAULT_RULES, Rules, redact
 
 __all__ = [
@@ -84,10 +86,13 @@ def bound_text(text: str) -> tuple[str, str | None, int]:
 class _Projection:
     """Per-entry settings and the redaction tally (kind -> count)."""
 
-    __slots__ = ("bounded", "counts", "redacting", "rules")
+    __slots__ = ("bounded", "counts", "extractors", "redacting", "rules")
 
-    def __init__(self, rules: Rules, bounded: bool, *, redacting: bool = True) -> None:
+    def __init__(
+        self, rules: Rules, bounded: bool, *, redacting: bool = True, extractors: Registry = NO_EXTRACTORS
+    ) -> None:
         self.rules = rules
+        self.extractors = extractors
         self.bounded = bounded
         # False: fragments keep the source's text (`project_evidence` only).
         self.redacting = redacting
@@ -405,6 +410,8 @@ def _project(p: _Projection, entry: Entry, meta: dict[str, Any]) -> _Projected:
             frags, is_error, tools = _message_fragments(p, msg, meta)
     elif entry.type in CONTROLS:
         CONTROLS[entry.type](data, meta)
+        if entry.type == "custom":  # searchable only when its type is registered
+            frags = [p.fragment(fid, kind, text, meta=ct) for fid, kind, text, ct in p.extractors.texts(data)]
     else:
         project = _ENTRY_TYPES.get(entry.type)
         if project is not None:
@@ -412,13 +419,21 @@ def _project(p: _Projection, entry: Entry, meta: dict[str, Any]) -> _Projected:
     return _Projected(role, timestamp_ms, is_error, tools, _capped(p, [f for f in frags if f is not None], meta))
 
 
-def project_entry(session_id: str, entry: Entry, rules: Rules = DEFAULT_RULES, *, bounded: bool = True) -> Event:
+def project_entry(
+    session_id: str,
+    entry: Entry,
+    rules: Rules = DEFAULT_RULES,
+    *,
+    bounded: bool = True,
+    extractors: Registry = NO_EXTRACTORS,
+) -> Event:
     """Project one entry into its event. Never raises on odd shapes.
 
     `bounded=False` keeps each fragment's full text (for `event_read`);
-    `rules` are the redaction rules the index was built with.
+    `rules` are the redaction rules the index was built with, `extractors`
+    the custom types it made searchable.
     """
-    p = _Projection(rules, bounded)
+    p = _Projection(rules, bounded, extractors=extractors)
     meta: dict[str, Any] = {}
     x = _project(p, entry, meta)
     return Event(
@@ -466,9 +481,11 @@ class Evidence:
         )
 
 
-def project_evidence(entry: Entry, fragment_id: str, rules: Rules = DEFAULT_RULES) -> Evidence:
+def project_evidence(
+    entry: Entry, fragment_id: str, rules: Rules = DEFAULT_RULES, extractors: Registry = NO_EXTRACTORS
+) -> Evidence:
     """The `Evidence` of one entry's event for its fragment `fragment_id`,
     by the one projection table: the fragments as indexed, none of their
     texts redacted (the event's meta is; nothing here returns it)."""
-    x = _project(_Projection(rules, bounded=True, redacting=False), entry, {})
+    x = _project(_Projection(rules, bounded=True, redacting=False, extractors=extractors), entry, {})
     return Evidence(len(x.fragments), next((f for f in x.fragments if f.fragment_id == fragment_id), None), rules)

@@ -262,11 +262,23 @@ def _context_range(
     by_id: Mapping[str, Node], path: list[str], selection: dict[str, SelectionState]
 ) -> tuple[list[str], int | None]:
     """The context range of the selected path (Pi's buildContextEntries) and the
-    index of its last compaction; marks what that compaction summarized."""
-    comp_idx = None
+    index of its last compaction; marks what that compaction summarized.
+
+    oh-my-pi's `/clear` (a `reset_boundary` entry) starts the context after it
+    when it is the later of the two (omp's `buildSessionContext`): what lies
+    before, the compaction too, is omitted (on the path, never sent, not
+    summarized); an earlier one is superseded by the compaction."""
+    comp_idx = reset_idx = None
     for i, eid in enumerate(path):
         if by_id[eid].type == "compaction":
             comp_idx = i
+        elif by_id[eid].type == "reset_boundary":
+            reset_idx = i
+    if reset_idx is not None and (comp_idx is None or reset_idx > comp_idx):
+        for eid in path[:reset_idx]:
+            if yields_model_message(by_id[eid]):
+                selection[eid] = SelectionState.OMITTED
+        return path[reset_idx + 1 :], None
     if comp_idx is None:
         return path, None
     comp = by_id[path[comp_idx]]

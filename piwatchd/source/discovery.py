@@ -29,6 +29,7 @@ __all__ = [
     "is_session_filename",
     "is_sessions_folder",
     "iter_session_files",
+    "omp_agent_dir",
     "omp_session_roots",
     "session_files_in",
 ]
@@ -83,6 +84,27 @@ def _omp_profile(env: Mapping[str, str]) -> str | None:
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+def _omp_agent_dirs(env: Mapping[str, str], home: str) -> tuple[str, str | None]:
+    """omp's default agent dir, `<config root>/agent` (the config root
+    `~/<PI_CONFIG_DIR or .omp>`, a profile's under `profiles/<name>`), and
+    the agent dir it is told to use instead (`PI_CODING_AGENT_DIR`, shared
+    with Pi, ignored under a profile), absolute, or None."""
+    profile = _omp_profile(env)
+    config_root = os.path.join(home, env.get("PI_CONFIG_DIR") or ".omp")
+    if profile:
+        config_root = os.path.join(config_root, "profiles", profile)
+    override = None if profile else env.get("PI_CODING_AGENT_DIR")
+    return os.path.join(config_root, "agent"), os.path.abspath(_expand(override, home)) if override else None
+
+
+def omp_agent_dir(env: Mapping[str, str] | None = None, home: str | None = None) -> str:
+    """omp's agent dir as omp 18 resolves it (`getAgentDir`): where its
+    settings and its user extensions (`extensions/`) are."""
+    env = os.environ if env is None else env
+    default_agent, override = _omp_agent_dirs(env, home or os.path.expanduser("~"))
+    return override or default_agent
+
+
 def omp_session_roots(env: Mapping[str, str] | None = None, home: str | None = None) -> list[SessionRoot]:
     """Where omp keeps sessions, as omp 18 resolves it (`getSessionsDir`): the
     config root `~/<PI_CONFIG_DIR or .omp>` (a profile's under `profiles/<name>`);
@@ -94,14 +116,10 @@ def omp_session_roots(env: Mapping[str, str] | None = None, home: str | None = N
     env = os.environ if env is None else env
     home = home or os.path.expanduser("~")
     profile = _omp_profile(env)
-    config_root = os.path.join(home, env.get("PI_CONFIG_DIR") or ".omp")
-    if profile:
-        config_root = os.path.join(config_root, "profiles", profile)
-    default_agent = os.path.join(config_root, "agent")
-    override = None if profile else env.get("PI_CODING_AGENT_DIR")
+    default_agent, override = _omp_agent_dirs(env, home)
     roots: list[SessionRoot] = []
     if override:
-        roots.append(SessionRoot(os.path.join(os.path.abspath(_expand(override, home)), "sessions"), "env", "omp"))
+        roots.append(SessionRoot(os.path.join(override, "sessions"), "env", "omp"))
     elif env.get("XDG_DATA_HOME"):
         data = os.path.join(env["XDG_DATA_HOME"], "omp", *(("profiles", profile) if profile else ()))
         if os.path.isdir(data):

@@ -25,6 +25,7 @@ from ..model.redact import Rules
 from ..source.lines import RawLine, decode_line
 from ..source.parser import line_fingerprint
 from ..source.reader import open_source
+from .extractors import index_extractors
 from .ids import IN_IDS, id_list
 from .redaction import index_rules
 
@@ -108,10 +109,13 @@ class _Projection(NamedTuple, Generic[T]):
 
 def project_rows(conn: sqlite3.Connection, event_rowids: list[int]) -> dict[int, Event]:
     """{event rowid: Event} for the rows whose source line still verifies."""
+    extractors = index_extractors(conn)
     return _reprojected(
         conn,
         event_rowids,
-        lambda _, rules: _Projection((), lambda sid, entry: project_entry(sid, entry, rules), _event_chars),
+        lambda _, rules: _Projection(
+            (), lambda sid, entry: project_entry(sid, entry, rules, extractors=extractors), _event_chars
+        ),
     )
 
 
@@ -119,12 +123,13 @@ def evidence_rows(conn: sqlite3.Connection, fragments: dict[int, str]) -> dict[i
     """{event rowid: its `Evidence` for the fragment id given} for the rows
     whose source line still verifies: a search page's snippets, each
     redacted only where it is cut (`project_evidence`)."""
+    extractors = index_extractors(conn)
     return _reprojected(
         conn,
         list(fragments),
         lambda rowid, rules: _Projection(
             ("evidence", fragments[rowid]),
-            lambda _, entry: project_evidence(entry, fragments[rowid], rules),
+            lambda _, entry: project_evidence(entry, fragments[rowid], rules, extractors),
             _evidence_chars,
         ),
     )
@@ -147,6 +152,7 @@ def _reprojected(
         by_path.setdefault(row[10], []).append(row)
     out: dict[int, T] = {}
     rules = index_rules(conn)  # the rules that redacted the indexed text
+    extractors = index_extractors(conn)
     for path, rows in by_path.items():
         try:
             fd = open_source(path)
@@ -154,7 +160,8 @@ def _reprojected(
             continue
         try:
             st = os.fstat(fd)
-            state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, rules.fingerprint)
+            # The cache is good for these bytes projected by these rules and this registry.
+            state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, rules.fingerprint, extractors.fingerprint)
             for row in sorted(rows, key=lambda r: r[6]):
                 try:
                     value = _project_row(fd, row, state, how(row[0], rules))

@@ -10,7 +10,8 @@ Cost of `finish()` for an append of k entries to a session of n entries:
 
 * fast path, O(k) plus a few indexed lookups: the appended entries form a
   chain hanging off the previous materialized leaf and none of them is a
-  compaction, context edit, branch summary or `leaf` pointer. Then no earlier
+  compaction, context edit, branch summary, `leaf` pointer or omp `/clear`
+  boundary. Then no earlier
   entry changes state; only the k new rows are written.
 * otherwise (a new branch, a new root, a compaction, a context edit, a branch
   summary): the skeleton of the session is read (one indexed range scan of
@@ -46,7 +47,8 @@ from .ids import IN_IDS, KEY, id_list, session_key
 
 __all__ = ["TreeBatch", "TreeUpdate", "refresh_states", "load_nodes", "DbTreeView", "materialized_leaf_of"]
 
-_SLOW_TYPES = frozenset({"compaction", "context_edit", "branch_summary", "leaf"})
+# Entries whose append changes earlier entries' states (omp's `/clear` boundary too).
+_SLOW_TYPES = frozenset({"compaction", "context_edit", "branch_summary", "leaf", "reset_boundary"})
 
 
 @dataclass(slots=True)

@@ -97,13 +97,15 @@ def check_index() -> Check:
 
 
 def check_extension() -> Check:
-    from .pi import agent_dir, status
+    from .pi import AGENTS, agent_dir, status, which_agent
 
-    result = status(agent_dir(None))
+    which = which_agent()  # Pi's, or omp's when only omp is here
+    result = status(agent_dir(None, agent=which))
+    fix = "piwatch pi install" + ("" if which == "pi" else f" --agent {which}")
     if not result["installed"]:
-        return Check("Pi tool", "warn", "the Pi extension is not installed", "piwatch pi install")
+        return Check("Pi tool", "warn", f"the extension is not installed in {AGENTS[which]}", fix)
     if result.get("sourceDiffers") or not result.get("dependencyInstalled"):
-        return Check("Pi tool", "warn", "the Pi extension is out of date", "piwatch pi install")
+        return Check("Pi tool", "warn", f"the extension in {AGENTS[which]} is out of date", fix)
     return Check("Pi tool", "ok", f"installed at {result['target']}")
 
 

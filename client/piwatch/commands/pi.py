@@ -1,8 +1,11 @@
-"""`piwatch pi install|uninstall|status`: the Pi extension in the user's Pi.
+"""`piwatch pi install|uninstall|status`: the Pi extension in the user's Pi
+(or oh-my-pi, `omp`, which loads Pi's extensions through the same API).
 
 Install copies the extension (client/pi-extension) into
-`<agent dir>/extensions/piwatch/`, where Pi discovers it at startup, and runs
-`npm ci` there for its one dependency. Everything it adds is listed in a
+`<agent dir>/extensions/piwatch/`, where Pi (and omp, in its own agent dir)
+discovers it at startup, and runs `npm ci` there for its one dependency.
+Which agent: `--agent pi|omp`, else Pi when its agent dir exists, else omp
+when its does, else Pi. Everything it adds is listed in a
 manifest inside that directory, and uninstall removes exactly those paths, so
 a directory the user made (or edited) is never deleted wholesale.
 """
@@ -23,9 +26,20 @@ from typing import Any
 
 from ._common import probe_daemon
 
-__all__ = ["add_parser", "run", "agent_dir", "extension_source", "install", "uninstall", "status", "InstallError"]
+__all__ = [
+    "add_parser",
+    "run",
+    "agent_dir",
+    "which_agent",
+    "extension_source",
+    "install",
+    "uninstall",
+    "status",
+    "InstallError",
+]
 
 EXT_NAME = "piwatch"
+AGENTS = {"pi": "Pi", "omp": "omp"}  # --agent value: the agent's name in messages
 MANIFEST = ".piwatch-install.json"
 NPM_TIMEOUT = 600
 
@@ -51,9 +65,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         a = actions.add_parser(name, help=helptext)
         a.set_defaults(run=run)
         a.add_argument(
+            "--agent",
+            choices=sorted(AGENTS),
+            help="the agent: Pi or oh-my-pi (default: Pi when ~/.pi/agent exists, else omp when its agent dir does)",
+        )
+        a.add_argument(
             "--agent-dir",
             metavar="DIR",
-            help="Pi's agent directory (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)",
+            help="the agent's directory (default: Pi's $PI_CODING_AGENT_DIR, else ~/.pi/agent; omp's ~/.omp/agent)",
         )
         a.add_argument("--json", action="store_true", help="print the outcome as JSON")
         if name == "install":
@@ -61,13 +80,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             a.add_argument("--npm", metavar="PATH", help="npm to run (default: npm on PATH, else next to this Python)")
 
 
-def agent_dir(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Path:
-    """Pi's agent directory: `--agent-dir`, else where Pi itself looks (`piwatchd.source.discovery`)."""
+def agent_dir(explicit: str | None = None, env: Mapping[str, str] | None = None, agent: str = "pi") -> Path:
+    """The agent's directory: `--agent-dir`, else where Pi (or omp) itself looks (`piwatchd.source.discovery`)."""
     if explicit:
         return Path(os.path.expanduser(explicit)).absolute()
-    from piwatchd.source.discovery import agent_dir as pi_agent_dir  # lazy: one definition, the daemon's
+    # lazy: one definition, the daemon's
+    from piwatchd.source.discovery import agent_dir as pi_agent_dir, omp_agent_dir
 
-    return Path(pi_agent_dir(env))
+    return Path(omp_agent_dir(env) if agent == "omp" else pi_agent_dir(env))
+
+
+def which_agent(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """`--agent`, else the agent present: Pi when its agent dir exists, else omp when its does, else Pi."""
+    if explicit:
+        return explicit
+    if not agent_dir(env=env).is_dir() and agent_dir(env=env, agent="omp").is_dir():
+        return "omp"
+    return "pi"
 
 
 def extension_source(explicit: str | None = None) -> Path:
@@ -257,9 +286,11 @@ def status(agent: Path) -> dict[str, Any]:
 
 def _print(result: dict[str, Any]) -> None:
     action = result.get("action")
+    name = AGENTS[result.get("agent", "pi")]
     if action == "install":
-        print(f"installed the piwatch Pi extension in {result['target']} ({len(result['files'])} files + node_modules)")
-        print("Pi loads it at its next start (or /reload); the tools are event_search, event_read, event_trace.")
+        files = len(result["files"])
+        print(f"installed the piwatch extension for {name} in {result['target']} ({files} files + node_modules)")
+        print(f"{name} loads it at its next start (or /reload); the tools are event_search, event_read, event_trace.")
         print("They need piwatchd running: `piwatchd`, or `piwatch service install`.")
     elif action == "uninstall":
         if not result["removed"]:
@@ -287,7 +318,8 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    agent = agent_dir(ns.agent_dir)
+    which = which_agent(ns.agent)
+    agent = agent_dir(ns.agent_dir, agent=which)
     try:
         if ns.pi_command == "install":
             result = install(agent, extension_source(ns.source), ns.npm)
@@ -300,6 +332,7 @@ def run(ns: argparse.Namespace) -> int:
             print(json.dumps({"error": str(exc)}))
         print(f"piwatch pi {ns.pi_command}: {exc}", file=sys.stderr)
         return 1
+    result["agent"] = which
     if ns.json:
         print(json.dumps(result, indent=2))
     else:

@@ -26,6 +26,7 @@ from ...model.project import MAX_FRAGMENTS_PER_EVENT, project_entry
 from ...model.redact import NO_RULES
 from ...model.tree import branch_after, branch_before
 from ...source.reader import open_source
+from ...store.extractors import index_extractors
 from ...store.redaction import index_rules
 from ...store.source_events import line_entry, verified_line
 from ...store.tree_store import DbTreeView
@@ -333,7 +334,9 @@ def _content(
     entry = line_entry(indexed, line)
     data = entry.data
     rules = NO_RULES if args.unredacted else index_rules(view.conn)
-    fragments = project_entry(args.session_id, entry, rules, bounded=False).fragments
+    fragments = project_entry(
+        args.session_id, entry, rules, bounded=False, extractors=index_extractors(view.conn)
+    ).fragments
     content = []
     redacted = []
     for f in fragments:
