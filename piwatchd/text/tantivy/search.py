@@ -18,10 +18,10 @@ import operator
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from tantivy import Query
+from tantivy import FieldType, Occur, Query
 
 from ...model.project import Evidence
 from ...store.source_events import evidence_rows
@@ -34,6 +34,7 @@ from .snippets import Marks, evidence_snippet
 from .words import (
     Repairs,
     can_match,
+    conjunction_cost,
     has_postings,
     matched_masks,
     partial_match_query,
@@ -56,6 +57,10 @@ TIE_K_MAX = 4096
 # fragments fetched beyond 4x cost ~2.5 us each in Python (~2 ms from 64),
 # a tenth of such a fetch; cheaper fetches keep growing by 4.
 DEAR_FETCH_S = 0.02
+# A phrase whose rarest word is in more documents than this is searched in
+# slices of fragments, newest first (`TierSearch._slices`).
+PHRASE_SLICE_DOCS = 20_000
+FRAG_MAX = (1 << 63) - 1
 
 
 @dataclass
@@ -236,15 +241,48 @@ class TierSearch:
         """The tier's events, for the room left on the page, excluding those
         placed by the tiers before it."""
         assert not tier.events  # each tier runs once
-        need = self.need - len(self.placed)
-        tier.events, tier.counts = self._ranked(self._query(tier), need, ties=tier.name == "exact")
+        slices = self._slices(tier)
+        if slices is None:
+            need = self.need - len(self.placed)
+            tier.events, tier.counts = self._ranked(self._query(tier), need, ties=tier.name == "exact")
+            return tier
+        for frags in slices:  # the tier's own events are placed too: a slice never finds them again
+            if not self.short():
+                break
+            need = self.need - len(self.placed)
+            events, _ = self._ranked(self._query(tier, frags), need, ties=tier.name == "exact")
+            tier.events += events
+        tier.counts = None  # an event's fragments may lie in two slices: counted for the page
         return tier
 
-    def _query(self, tier: _Tier) -> Query:
+    def _slices(self, tier: _Tier) -> Iterator[tuple[int, int]] | None:
+        """Fragment rowid ranges, newest first, for a tier that must match a
+        phrase of common words (a dear phrase: its rarest word is in more
+        than PHRASE_SLICE_DOCS documents), each holding about that many of
+        them; None for any other tier. Tantivy checks the positions of every
+        document holding all of a phrase's words: `"the the"` on 1 GB, 59 ms
+        for its 405,000 documents, 0.8 s on 10 GB. A dear phrase ranks its
+        events slice by slice, newest first, by score within a slice, and
+        stops once the page is full; its matches are exact phrases still."""
+        if tier.min_match is not None or not any(t.phrase for t in tier.terms):
+            return None
+        cost = conjunction_cost(self.text, tier.terms)
+        if cost <= PHRASE_SLICE_DOCS:
+            return None
+        (top,) = self.conn.execute("SELECT max(frag_rowid) FROM fragments").fetchone()
+        span = max(1, (top or 0) * PHRASE_SLICE_DOCS // cost)
+        # The first slice is open above: fragments indexed since `top` was read belong in it.
+        return ((max(0, hi - span + 1), FRAG_MAX if hi == top else hi) for hi in range(top or 0, 0, -span))
+
+    def _query(self, tier: _Tier, frags: tuple[int, int] | None = None) -> Query:
         """The tier's words under the request's filters, excluding the events
-        placed before it."""
+        placed before it; only the fragments of rowids `frags` when given."""
         assert tier.words is not None
-        return self.text.combine(tier.words, self.request.filters, exclude=self.placed, min_match=tier.min_match)
+        query = self.text.combine(tier.words, self.request.filters, exclude=self.placed, min_match=tier.min_match)
+        if frags is None:
+            return query
+        within = Query.range_query(self.text.schema, "frag", FieldType.Unsigned, *frags)
+        return Query.boolean_query([(Occur.Must, query), (Occur.Must, Query.const_score_query(within, 0.0))])
 
     # -- ranking -----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from .scope import Scope, scope_count, scope_docs, scope_vocabulary
 __all__ = [
     "Repairs",
     "can_match",
+    "conjunction_cost",
     "forms_tokens",
     "has_postings",
     "matched_masks",
@@ -124,6 +125,18 @@ def _count_docs(text: TantivyText, term: Term) -> int:
     if tokens:
         best = max(best, min(_stem_doc_freq(text, t) for t in tokens))
     return best
+
+
+def conjunction_cost(text: TantivyText, terms: list[Term]) -> int:
+    """Documents a conjunction of `terms` walks, about: those of its rarest
+    word (of a phrase, its rarest word; in `text` or `meta`), which drives
+    the intersection."""
+    searcher = text.index.searcher()
+    tokens = [text.tokens(t.text) for t in terms]
+    return min(
+        (min(searcher.doc_freq("text", w) + searcher.doc_freq("meta", w) for w in words) for words in tokens if words),
+        default=0,
+    )
 
 
 def has_postings(text: TantivyText, term: Term, scope: Scope = None) -> bool:
