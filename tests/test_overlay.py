@@ -143,7 +143,10 @@ def test_debt_is_cleared_only_by_the_disk_commit(short_tmp, monkeypatch):
         assert searchable_bytes(conn, str(path)) == path.stat().st_size
         assert 0 < (writer.text_due() or 0) <= 3600
         monkeypatch.setattr(feed, "QUIET_SECONDS", 0.0)
-        writer.maintain_text()  # the deferred disk commit, now due
+        writer.maintain_text()  # the deferred disk commit, now due: it runs in its own thread
+        assert q(db, "SELECT session_id FROM text_debt") == [("s-1",)]  # not durable before it ends
+        assert searchable_bytes(conn, str(path)) == path.stat().st_size  # searchable all along
+        poll(lambda: writer.maintain_text() or writer.text_due() is None, message="the disk commit's end")
         assert q(db, "SELECT session_id FROM text_debt") == []
         assert writer.text_due() is None
         assert TantivyText(db.parent / "index.sqlite3.tantivy", writable=False).count() == 3
