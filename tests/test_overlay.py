@@ -288,3 +288,79 @@ class _Counting:
 
     def __getattr__(self, name):
         return getattr(self._index, name)
+
+
+# -- the disk commit in its own thread ----------------------------------------------
+
+
+def test_an_append_during_the_disk_commit_is_searchable_before_it_ends(text, monkeypatch):
+    """While the disk commit runs (held here), changes go on: new documents and a
+    re-fed event are searchable from the overlay at once; once the commit ends,
+    the overlay keeps only what the disk lacks, and each fragment is found once."""
+    import threading
+
+    from piwatchd.text.tantivy import index as index_mod
+
+    gate = threading.Event()
+    real_run = index_mod._DiskCommit._run
+
+    def held(self, writer, index):
+        gate.wait(30)
+        real_run(self, writer, index)
+
+    monkeypatch.setattr(index_mod._DiskCommit, "_run", held)
+    text.add([doc(1, 1, "walrus one"), doc(2, 2, "walrus two")])
+    assert text.publish()
+    text.start_commit()
+    text.delete_events([1])  # re-fed while the commit runs: only its new form may be found
+    text.add([doc(3, 1, "walrus uno"), doc(4, 3, "walrus three")])
+    assert text.publish()
+    assert frags(text, "walrus") == [2, 3, 4] and frags(text, "one") == []
+    assert not text.finish_commit(wait=False)  # still running
+    elsewhere = TantivyText(text.path, writable=False)
+    assert elsewhere.count() == 0
+    gate.set()
+    assert text.finish_commit(wait=True)
+    elsewhere.refresh()
+    assert sorted(
+        f for _, f, _, _, _ in elsewhere.top(elsewhere.query([Term("walrus", False)], SearchFilters()), 10)
+    ) == [1, 2]
+    assert frags(text, "walrus") == [2, 3, 4] and frags(text, "one") == []
+    ov = text.overlay
+    assert ov is not None and ov.view.ram is not None
+    assert ov.view.ram.num_docs == 2  # the commit's documents left the overlay
+    text.commit()
+    elsewhere.refresh()
+    assert elsewhere.count() == 3 and frags(text, "walrus") == [2, 3, 4]
+
+
+def test_the_overlay_never_holds_enough_segments_for_a_merge(short_tmp, monkeypatch):
+    """Appends, each published: the disk commit starts in time (SEGMENTS_DUE)
+    that the overlay never reaches Tantivy's eighth segment, whose merge would
+    hold the lock a reload waits 100 ms for."""
+    from piwatchd.ingest.ingestor import Ingestor
+    from piwatchd.store.schema import open_writer
+    from piwatchd.store.writer import IndexWriter
+    from piwatchd.text.tantivy import feed
+
+    monkeypatch.setattr(feed, "QUIET_SECONDS", 3600.0)
+    monkeypatch.setattr(feed, "COMMIT_INTERVAL", 3600.0)
+    path = short_tmp / "s1.jsonl"
+    path.write_bytes(jsonl(v3_header(), msg("e0", None, "user", "alpha walrus")))
+    writer = IndexWriter(open_writer(short_tmp / "index.sqlite3"))
+    ingestor = Ingestor(writer)
+    try:
+        ingestor.ingest(str(path))
+        writer.flush_text(idle=True)  # the first disk commit: live from now on
+        ov = writer.text.text.overlay  # type: ignore[attr-defined]
+        most = 0
+        for i in range(1, 25):
+            with open(path, "ab") as fh:
+                fh.write(jsonl(msg(f"e{i}", f"e{i - 1}", "user", f"probe{i} heron")))
+            ingestor.ingest(str(path))
+            assert writer.flush_text(idle=True)
+            most = max(most, ov.index.searcher().num_segments)
+            assert writer.text.text.count(writer.text.text.query([Term(f"probe{i}", False)], SearchFilters())) == 1  # type: ignore[attr-defined]
+        assert 2 <= most <= overlay_mod.MAX_SEGMENTS
+    finally:
+        writer.close()

@@ -207,7 +207,9 @@ class TextFeed:
         every COMMIT_INTERVAL or when `idle`. True when something new became searchable."""
         overlay = self.text.overlay
         assert overlay is not None
-        self._finish(wait=not idle)  # a catch-up stops the overlay: nothing may stay sealed
+        # A catch-up stops the overlay: nothing may stay sealed. The end of a disk commit
+        # publishes what the overlay holds (`Overlay.sealed_committed`).
+        finished = self._finish(wait=not idle)
         if not self._owed and not self.text.dirty:
             if idle and not overlay.pending:
                 overlay.resume()  # the disk holds everything: mirror from now on
@@ -222,7 +224,7 @@ class TextFeed:
         if not overlay.live or overlay.crowded:  # only the disk commit shows these changes
             self._commit(idle=True)
             return True
-        published = self.text.publish()
+        published = self.text.publish() or finished
         self.maintain()
         return published
 
@@ -262,18 +264,22 @@ class TextFeed:
         self._last_commit = time.monotonic()
         self._unsynced = None
 
-    def _finish(self, *, wait: bool) -> None:
+    def _finish(self, *, wait: bool) -> bool:
         """The disk commit's thread ended (or, when `wait`, once it ends): clear
-        the debt it repaid, except a session's changed since (owed to the next)."""
+        the debt it repaid, except a session's changed since (owed to the next).
+        False when none ended."""
         try:
             if not self.text.finish_commit(wait=wait):
-                return
+                return False
         except BaseException:
             self._owed |= self._committing_owed
             self._committing_owed = set()
             raise
         repaid, self._committing_owed = self._committing_owed - self._owed, set()
         self._clear_debt(repaid)
+        assert self.text.overlay is not None
+        self.text.overlay.release()
+        return True
 
     def _committed(self, owed: set[str]) -> None:
         self._last_commit = time.monotonic()

@@ -133,6 +133,8 @@ class Overlay:
         self._adds = False  # documents added since the last RAM commit
         self._now = _Changes()
         self._sealed: _Changes | None = None  # the changes a running disk commit holds
+        # Sessions a disk commit holds whose debt rows are not cleared yet (`release`).
+        self._repaying: set[str] = set()
 
     # -- mirrored changes --------------------------------------------------------
 
@@ -226,7 +228,7 @@ class Overlay:
             self.index.searcher(),
             tuple(sorted(set().union(*(c.events for c in parts)))),
             tuple(sorted(set().union(*(c.sessions for c in parts)))),
-            frozenset().union(*(c.touched for c in parts)),
+            frozenset(self._repaying).union(*(c.touched for c in parts)),
             frozenset().union(*(c.added for c in parts)),
         )
         return True
@@ -254,6 +256,7 @@ class Overlay:
             self.unseal()  # stopped: the disk commit that follows at once empties everything
             return
         sealed, self._sealed = self._sealed, None
+        self._repaying |= sealed.touched
         later = {int(key) for key in self._now.events if key.isdigit()}
         for rowid in sealed.added - self._now.added - later:
             self._writer.delete_documents_by_term("event", str(rowid))
@@ -275,6 +278,7 @@ class Overlay:
         searcher was reloaded first, so nothing disappears in between). It
         mirrors again when the commit was made while idle (not catching up)."""
         keep = self.view.sessions
+        self._repaying |= keep
         self.view = View(sessions=keep)  # released by `release` once the debt rows are gone
         self.live = idle
         if self.pending or self._dirty or self._warm:
@@ -291,8 +295,11 @@ class Overlay:
         self._now, self._sealed = _Changes(), None
 
     def release(self) -> None:
-        """The debt rows of the disk commit are gone: the sessions need no overlay."""
-        self.view = replace(self.view, sessions=frozenset())
+        """The debt rows of the disk commit are gone: its sessions need no overlay
+        (but for changes made since)."""
+        done = self._repaying - self._now.touched
+        self._repaying = set()
+        self.view = replace(self.view, sessions=self.view.sessions - done)
 
     @property
     def pending(self) -> bool:
