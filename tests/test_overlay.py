@@ -364,3 +364,35 @@ def test_the_overlay_never_holds_enough_segments_for_a_merge(short_tmp, monkeypa
         assert 2 <= most <= overlay_mod.MAX_SEGMENTS
     finally:
         writer.close()
+
+
+def test_appends_arriving_together_share_one_publish(short_tmp):
+    """A file hinted while another is read is read too before the text is
+    published: one RAM commit shows both (the ingest service's schedule)."""
+    from piwatchd.ingest.service import Service, ServiceConfig
+
+    one, two = short_tmp / "one.jsonl", short_tmp / "two.jsonl"
+    one.write_bytes(jsonl(v3_header("s-1"), msg("a", None, "user", "alpha walrus")))
+    two.write_bytes(jsonl(v3_header("s-2"), msg("b", None, "user", "beta heron")))
+    service = Service(ServiceConfig(str(short_tmp / "index.sqlite3"), [str(short_tmp)]))
+    service._open_index()
+    steps: list[str] = []
+    ingest, flush = service.ingestor.ingest, service.writer.flush_text
+
+    def ingesting(path: str):
+        steps.append(f"ingest {path}")
+        if path == str(one):
+            service.inbox.mark(str(two))  # arrives while `one` is read
+        return ingest(path)
+
+    def flushing(*, idle: bool = True) -> bool:
+        steps.append("publish")
+        return flush(idle=idle)
+
+    service.ingestor.ingest = ingesting  # type: ignore[method-assign]
+    service.writer.flush_text = flushing  # type: ignore[method-assign]
+    try:
+        service._batch([str(one)], deadline=None)
+    finally:
+        service._close_index()
+    assert steps == [f"ingest {one}", f"ingest {two}", "publish"]
