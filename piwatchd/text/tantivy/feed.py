@@ -45,8 +45,9 @@ log = logging.getLogger("piwatchd.text")
 COMMIT_INTERVAL = 1.0
 QUIET_SECONDS = 0.25
 # While live, the disk commit runs in its own thread (`TantivyText.start_commit`):
-# the ingest thread looks this often whether it has ended.
-COMMIT_POLL = 0.005
+# the ingest thread looks this often whether it has ended (a late look only
+# keeps the overlay full a little longer: appends wake the thread anyway).
+COMMIT_POLL = 0.02
 _CHUNK = 5000
 # A session's re-feed runs at most this long per attempt, and is attempted at most this often.
 REPAY_SECONDS = 60.0

@@ -70,7 +70,7 @@ OVERLAY_MAX_DOCS = 5000
 # Segments the overlay may hold: one fewer than Tantivy's merge policy merges
 # (see the module's docstring); the disk commit that empties them is due at SEGMENTS_DUE.
 MAX_SEGMENTS = 7
-SEGMENTS_DUE = 4
+SEGMENTS_DUE = 5
 _HEAP = 15_000_000  # Tantivy's least writer heap per thread
 # The placeholder's event key: event keys are event rowids (digits), so none is this.
 WARM = "warm"
