@@ -334,38 +334,6 @@ def test_an_append_during_the_disk_commit_is_searchable_before_it_ends(text, mon
     assert elsewhere.count() == 3 and frags(text, "walrus") == [2, 3, 4]
 
 
-def test_the_overlay_never_holds_enough_segments_for_a_merge(short_tmp, monkeypatch):
-    """Appends, each published: the disk commit starts in time (SEGMENTS_DUE)
-    that the overlay never reaches Tantivy's eighth segment, whose merge would
-    hold the lock a reload waits 100 ms for."""
-    from piwatchd.ingest.ingestor import Ingestor
-    from piwatchd.store.schema import open_writer
-    from piwatchd.store.writer import IndexWriter
-    from piwatchd.text.tantivy import feed
-
-    monkeypatch.setattr(feed, "QUIET_SECONDS", 3600.0)
-    monkeypatch.setattr(feed, "COMMIT_INTERVAL", 3600.0)
-    path = short_tmp / "s1.jsonl"
-    path.write_bytes(jsonl(v3_header(), msg("e0", None, "user", "alpha walrus")))
-    writer = IndexWriter(open_writer(short_tmp / "index.sqlite3"))
-    ingestor = Ingestor(writer)
-    try:
-        ingestor.ingest(str(path))
-        writer.flush_text(idle=True)  # the first disk commit: live from now on
-        ov = writer.text.text.overlay  # type: ignore[attr-defined]
-        most = 0
-        for i in range(1, 25):
-            with open(path, "ab") as fh:
-                fh.write(jsonl(msg(f"e{i}", f"e{i - 1}", "user", f"probe{i} heron")))
-            ingestor.ingest(str(path))
-            assert writer.flush_text(idle=True)
-            most = max(most, ov.index.searcher().num_segments)
-            assert writer.text.text.count(writer.text.text.query([Term(f"probe{i}", False)], SearchFilters())) == 1  # type: ignore[attr-defined]
-        assert 2 <= most <= overlay_mod.MAX_SEGMENTS
-    finally:
-        writer.close()
-
-
 def test_appends_arriving_together_share_one_publish(short_tmp):
     """A file hinted while another is read is read too before the text is
     published: one RAM commit shows both (the ingest service's schedule)."""

@@ -30,7 +30,6 @@ from ...store.source_events import project_rows
 from ..engine import Repaid, RepayProgress, Written
 from .doc import EventFacts, TextDoc
 from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
-from .overlay import SEGMENTS_DUE
 
 __all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "QUIET_SECONDS", "REPAY_SECONDS", "TextFeed"]
 
@@ -222,7 +221,7 @@ class TextFeed:
                 return False
             self._commit(idle=False)
             return True
-        if not overlay.live or overlay.crowded:  # only the disk commit shows these changes
+        if not overlay.live:  # only the disk commit shows these changes
             self._commit(idle=True)
             return True
         published = self.text.publish() or finished
@@ -245,8 +244,6 @@ class TextFeed:
         overlay = self.text.overlay
         if overlay is None or not overlay.live:
             return min(first, last)  # nothing shows these changes before the disk commit
-        if overlay.segments >= SEGMENTS_DUE:
-            return first  # the overlay must empty before Tantivy would merge its segments
         return min(first + COMMIT_INTERVAL, last + QUIET_SECONDS)
 
     def _commit(self, *, idle: bool) -> None:
