@@ -103,3 +103,18 @@ def test_a_post_between_take_and_wait_is_not_lost():
         started = time.monotonic()
         inbox.wait(0.2)
         assert time.monotonic() - started >= 0.15
+
+
+def test_take_due_takes_due_paths_only():
+    """The ingest thread reads appends that arrived while it read others
+    (`Service._ingest_arrivals`); commands wait for the next full `take`."""
+    clock = Clock()
+    inbox = Inbox(clock)
+    inbox.mark("/a.jsonl")
+    inbox.request_reconcile("SIGHUP")
+    assert inbox.take_due(0.05, 1.0) == ["/a.jsonl"]
+    clock.now += 0.01
+    inbox.mark("/a.jsonl")  # right after it was read: not due yet
+    assert inbox.take_due(0.05, 1.0) == []
+    work = inbox.take(0.05, 1.0)
+    assert work.reconcile == ["SIGHUP"] and work.due == [] and work.next_due == clock.now + 0.05

@@ -143,7 +143,10 @@ def test_debt_is_cleared_only_by_the_disk_commit(short_tmp, monkeypatch):
         assert searchable_bytes(conn, str(path)) == path.stat().st_size
         assert 0 < (writer.text_due() or 0) <= 3600
         monkeypatch.setattr(feed, "QUIET_SECONDS", 0.0)
-        writer.maintain_text()  # the deferred disk commit, now due
+        writer.maintain_text()  # the deferred disk commit, now due: it runs in its own thread
+        assert q(db, "SELECT session_id FROM text_debt") == [("s-1",)]  # not durable before it ends
+        assert searchable_bytes(conn, str(path)) == path.stat().st_size  # searchable all along
+        poll(lambda: writer.maintain_text() or writer.text_due() is None, message="the disk commit's end")
         assert q(db, "SELECT session_id FROM text_debt") == []
         assert writer.text_due() is None
         assert TantivyText(db.parent / "index.sqlite3.tantivy", writable=False).count() == 3
@@ -285,3 +288,79 @@ class _Counting:
 
     def __getattr__(self, name):
         return getattr(self._index, name)
+
+
+# -- the disk commit in its own thread ----------------------------------------------
+
+
+def test_an_append_during_the_disk_commit_is_searchable_before_it_ends(text, monkeypatch):
+    """While the disk commit runs (held here), changes go on: new documents and a
+    re-fed event are searchable from the overlay at once; once the commit ends,
+    the overlay keeps only what the disk lacks, and each fragment is found once."""
+    import threading
+
+    from piwatchd.text.tantivy import index as index_mod
+
+    gate = threading.Event()
+    real_run = index_mod._DiskCommit._run
+
+    def held(self, writer, index):
+        gate.wait(30)
+        real_run(self, writer, index)
+
+    monkeypatch.setattr(index_mod._DiskCommit, "_run", held)
+    text.add([doc(1, 1, "walrus one"), doc(2, 2, "walrus two")])
+    assert text.publish()
+    text.start_commit()
+    text.delete_events([1])  # re-fed while the commit runs: only its new form may be found
+    text.add([doc(3, 1, "walrus uno"), doc(4, 3, "walrus three")])
+    assert text.publish()
+    assert frags(text, "walrus") == [2, 3, 4] and frags(text, "one") == []
+    assert not text.finish_commit(wait=False)  # still running
+    elsewhere = TantivyText(text.path, writable=False)
+    assert elsewhere.count() == 0
+    gate.set()
+    assert text.finish_commit(wait=True)
+    elsewhere.refresh()
+    assert sorted(
+        f for _, f, _, _, _ in elsewhere.top(elsewhere.query([Term("walrus", False)], SearchFilters()), 10)
+    ) == [1, 2]
+    assert frags(text, "walrus") == [2, 3, 4] and frags(text, "one") == []
+    ov = text.overlay
+    assert ov is not None and ov.view.ram is not None
+    assert ov.view.ram.num_docs == 2  # the commit's documents left the overlay
+    text.commit()
+    elsewhere.refresh()
+    assert elsewhere.count() == 3 and frags(text, "walrus") == [2, 3, 4]
+
+
+def test_appends_arriving_together_share_one_publish(short_tmp):
+    """A file hinted while another is read is read too before the text is
+    published: one RAM commit shows both (the ingest service's schedule)."""
+    from piwatchd.ingest.service import Service, ServiceConfig
+
+    one, two = short_tmp / "one.jsonl", short_tmp / "two.jsonl"
+    one.write_bytes(jsonl(v3_header("s-1"), msg("a", None, "user", "alpha walrus")))
+    two.write_bytes(jsonl(v3_header("s-2"), msg("b", None, "user", "beta heron")))
+    service = Service(ServiceConfig(str(short_tmp / "index.sqlite3"), [str(short_tmp)]))
+    service._open_index()
+    steps: list[str] = []
+    ingest, flush = service.ingestor.ingest, service.writer.flush_text
+
+    def ingesting(path: str):
+        steps.append(f"ingest {path}")
+        if path == str(one):
+            service.inbox.mark(str(two))  # arrives while `one` is read
+        return ingest(path)
+
+    def flushing(*, idle: bool = True) -> bool:
+        steps.append("publish")
+        return flush(idle=idle)
+
+    service.ingestor.ingest = ingesting  # type: ignore[method-assign]
+    service.writer.flush_text = flushing  # type: ignore[method-assign]
+    try:
+        service._batch([str(one)], deadline=None)
+    finally:
+        service._close_index()
+    assert steps == [f"ingest {one}", f"ingest {two}", "publish"]

@@ -127,16 +127,26 @@ class Inbox:
 
     def take(self, settle: float, max_latency: float) -> Work:
         with self._cond:
-            now = self._clock()
-            due, next_due = due_paths(self._marks, now, settle, max_latency, self._taken)
-            self._taken = {p: t for p, t in self._taken.items() if now - t < settle}
-            for path in due:
-                del self._marks[path]
-                self._taken[path] = now
+            due, next_due = self._take_due(settle, max_latency)
             work = Work(self._rebuilds, self._reconcile, sorted(self._dirs), self._index_check, due, next_due)
             self._rebuilds, self._reconcile, self._dirs, self._index_check = [], [], set(), None
             self._posts_taken = self._posts
             return work
+
+    def take_due(self, settle: float, max_latency: float) -> list[str]:
+        """The paths due now, and nothing else (commands wait for the next `take`)."""
+        with self._cond:
+            return self._take_due(settle, max_latency)[0]
+
+    def _take_due(self, settle: float, max_latency: float) -> tuple[list[str], float | None]:
+        # Called with the lock held.
+        now = self._clock()
+        due, next_due = due_paths(self._marks, now, settle, max_latency, self._taken)
+        self._taken = {p: t for p, t in self._taken.items() if now - t < settle}
+        for path in due:
+            del self._marks[path]
+            self._taken[path] = now
+        return due, next_due
 
     def pending(self) -> int:
         """Marked paths not yet taken."""

@@ -61,6 +61,9 @@ STATE_KEY = "service"
 _LOOP_ERROR = "(ingest loop)"  # the errors key of a failure that is not one file's
 # A suspect text re-feed is retried after 10 s, 20 s, 40 s ... at most this long.
 SUSPECT_RETRY_MAX = 30.0
+# Hinted files that become due while others are read are read too before the
+# text is published, for at most this long: one RAM commit shows them all.
+COALESCE_SECONDS = 0.01
 
 
 @dataclass(slots=True)
@@ -376,6 +379,8 @@ class Service:
         for path in paths:
             self._backlog.remove(path)
             self._ingest_one(path)
+        if paths:
+            self._ingest_arrivals()
         while deadline is not None and self._backlog and self._clock() < deadline and not self._stop.is_set():
             queued = self._backlog.next()
             if queued is None:
@@ -390,6 +395,19 @@ class Service:
         if not self.progress.index_problem:
             self.progress.phase = "idle"
             self.writer.refresh_statistics()  # only once the index has doubled
+
+    def _ingest_arrivals(self) -> None:
+        """Hinted files that became due while others were read (appends arriving
+        together), read before the text is published, for COALESCE_SECONDS at
+        most: a stream of appends never holds back the first one's publish."""
+        until = self._clock() + COALESCE_SECONDS
+        while not self._stop.is_set():
+            more = self.inbox.take_due(self.config.settle, self.config.max_latency)
+            for path in more:
+                self._backlog.remove(path)
+                self._ingest_one(path)
+            if not more or self._clock() >= until:
+                return
 
     def _ingest_one(self, path: str) -> IngestOutcome | None:
         try:

@@ -43,6 +43,10 @@ log = logging.getLogger("piwatchd.text")
 # is done, or every COMMIT_INTERVAL.
 COMMIT_INTERVAL = 1.0
 QUIET_SECONDS = 0.25
+# While live, the disk commit runs in its own thread (`TantivyText.start_commit`):
+# the ingest thread looks this often whether it has ended (a late look only
+# keeps the overlay full a little longer: appends wake the thread anyway).
+COMMIT_POLL = 0.02
 _CHUNK = 5000
 # A session's re-feed runs at most this long per attempt, and is attempted at most this often.
 REPAY_SECONDS = 60.0
@@ -60,6 +64,7 @@ class TextFeed:
         self.conn = conn
         self._ops: list[tuple[Any, ...]] = []
         self._owed: set[str] = set()
+        self._committing_owed: set[str] = set()  # the sessions the running disk commit repays
         self._last_commit = time.monotonic()
         self._unsynced: tuple[float, float] | None = None  # (first, last) change the disk lacks
         self.text = self._adopt(text_dir(db_file_of(conn)))
@@ -198,10 +203,13 @@ class TextFeed:
 
     def flush(self, *, idle: bool) -> bool:
         """Make the text searchable: while live from the overlay at once, on
-        disk when due (`due`); while catching up on disk every COMMIT_INTERVAL
-        or when `idle`. True when something new became searchable."""
+        disk when due (`due`, in its own thread); while catching up on disk
+        every COMMIT_INTERVAL or when `idle`. True when something new became searchable."""
         overlay = self.text.overlay
         assert overlay is not None
+        # A catch-up stops the overlay: nothing may stay sealed. The end of a disk commit
+        # publishes what the overlay holds (`Overlay.sealed_committed`).
+        finished = self._finish(wait=not idle)
         if not self._owed and not self.text.dirty:
             if idle and not overlay.pending:
                 overlay.resume()  # the disk holds everything: mirror from now on
@@ -213,19 +221,18 @@ class TextFeed:
                 return False
             self._commit(idle=False)
             return True
-        if not overlay.live:  # changes the overlay lacks: only the disk commit shows them
+        if not overlay.live:  # only the disk commit shows these changes
             self._commit(idle=True)
             return True
-        published = self.text.publish()
-        due = self._due_at()
-        if due is not None and now >= due:
-            self._commit(idle=True)
-            return True
+        published = self.text.publish() or finished
+        self.maintain()
         return published
 
     def due(self) -> float | None:
-        """Seconds until the deferred disk commit is due (`maintain` makes it);
-        None when nothing waits for it."""
+        """Seconds until the deferred disk commit is due, or its thread is looked
+        at (`maintain` does both); None when nothing waits for it."""
+        if self.text.committing:
+            return COMMIT_POLL
         due = self._due_at()
         return None if due is None else max(0.0, due - time.monotonic())
 
@@ -240,11 +247,44 @@ class TextFeed:
         return min(first + COMMIT_INTERVAL, last + QUIET_SECONDS)
 
     def _commit(self, *, idle: bool) -> None:
-        """Commit the text index to disk, then clear the debt it repaid."""
+        """Commit the text index to disk here and now, then clear the debt it repaid."""
+        self._finish(wait=True)
         self.text.commit(idle=idle)
+        self._committed(self._owed)
+        self._owed = set()
+        assert self.text.overlay is not None
+        self.text.overlay.release()
+
+    def _start(self) -> None:
+        """Begin the disk commit in its own thread (live: the overlay shows every change)."""
+        self.text.start_commit()
+        self._committing_owed, self._owed = self._owed, set()
         self._last_commit = time.monotonic()
         self._unsynced = None
-        owed, self._owed = self._owed, set()
+
+    def _finish(self, *, wait: bool) -> bool:
+        """The disk commit's thread ended (or, when `wait`, once it ends): clear
+        the debt it repaid, except a session's changed since (owed to the next).
+        False when none ended."""
+        try:
+            if not self.text.finish_commit(wait=wait):
+                return False
+        except BaseException:
+            self._owed |= self._committing_owed
+            self._committing_owed = set()
+            raise
+        repaid, self._committing_owed = self._committing_owed - self._owed, set()
+        self._clear_debt(repaid)
+        assert self.text.overlay is not None
+        self.text.overlay.release()
+        return True
+
+    def _committed(self, owed: set[str]) -> None:
+        self._last_commit = time.monotonic()
+        self._unsynced = None
+        self._clear_debt(owed)
+
+    def _clear_debt(self, owed: set[str]) -> None:
         if owed:
             self.conn.execute("BEGIN IMMEDIATE")
             # A suspect or quarantined session stays owed until a re-feed or a rebuild completes it.
@@ -253,14 +293,17 @@ class TextFeed:
                 (json.dumps(sorted(owed)),),
             )
             self.conn.execute("COMMIT")
-        assert self.text.overlay is not None
-        self.text.overlay.release()
 
     def maintain(self) -> bool:
-        """The disk commit the overlay deferred, once due."""
+        """The disk commit the overlay deferred, once due, in its own thread;
+        and the account of one that ended."""
+        self._finish(wait=False)
         due = self._due_at()
-        if due is not None and time.monotonic() >= due:
-            self._commit(idle=True)
+        if due is not None and time.monotonic() >= due and not self.text.committing:
+            if self.text.overlay is not None and self.text.overlay.live:
+                self._start()
+            else:
+                self._commit(idle=True)
         return False  # Tantivy merges segments in its own threads
 
     def repay(self, *, suspect: bool = False, progress: RepayProgress | None = None) -> Repaid:
@@ -326,6 +369,7 @@ class TextFeed:
         ]
 
     def close(self) -> None:
+        self._finish(wait=True)
         if self._owed or self.text.dirty:
             self._commit(idle=False)
         self.text.close()

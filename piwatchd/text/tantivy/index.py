@@ -34,7 +34,7 @@ from ..query import SearchFilters, Term
 from .doc import FACETS, KEY_FIELDS, Clause, TextDoc, doc_json, event_fields, field_term, filter_clauses
 from .forms import Forms, analyzer
 from .memo import MEMO_MAX, lasts
-from .overlay import Overlay, View, masked, reload_after_commit
+from .overlay import Overlay, View, masked
 
 __all__ = [
     "FORMS_FIELD",
@@ -64,6 +64,33 @@ T = TypeVar("T")
 # time in ms or None); the length and time break score ties as SQLite's order does.
 Scored = tuple[float, int, int, int, int | None]
 WRITER_HEAP = 32 * 1024 * 1024  # a larger heap measured no faster here and cost ~30 MB more RSS
+# Writer operations queued while a disk commit runs in its own thread; past
+# this many, the next one waits for the commit (memory stays bounded).
+QUEUE_MAX = 20_000
+
+
+class _DiskCommit:
+    """A disk commit running in its own thread: the writer's commit (the
+    fsync), then the reload, so that the on-disk searcher shows it before the
+    ingest thread empties the overlay of what it holds (`finish_commit`)."""
+
+    def __init__(self, writer: tantivy.IndexWriter, index: tantivy.Index, added: int) -> None:
+        self.before = index.searcher().num_docs
+        self.added = added
+        self.after = self.before
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(writer, index), name="piwatchd-text-commit", daemon=True).start()
+
+    def _run(self, writer: tantivy.IndexWriter, index: tantivy.Index) -> None:
+        try:
+            writer.commit()
+            index.reload()
+            self.after = index.searcher().num_docs
+        except BaseException as exc:  # noqa: BLE001 - raised again in the ingest thread (`finish_commit`)
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 def text_dir(db_path: str | Path) -> Path:
@@ -132,6 +159,8 @@ class TantivyText:
         self.churn = 0
         self._epoch = 0
         self._added = 0  # documents added since the last disk commit
+        self._running: _DiskCommit | None = None  # a disk commit in its own thread
+        self._queued: list[tuple[str, str, str]] = []  # writer operations made meanwhile, in order
         # Per-word analysis (forms, document frequencies, derivations,
         # repairs): key -> (value, churn, epoch) when it was computed.
         self._memo: dict[tuple[Hashable, ...], tuple[Any, int, int]] = {}
@@ -156,7 +185,7 @@ class TantivyText:
             if forms:
                 d[_FORMS] = forms
             line = orjson.dumps(d).decode()
-            self._writer.add_json(line)
+            self._write("add", "", line)
             if self.overlay is not None:
                 self.overlay.add(line, doc.facts.session_id, doc.facts.event_rowid)
             n += 1
@@ -167,7 +196,7 @@ class TantivyText:
     def delete_session(self, session_id: str) -> None:
         assert self._writer is not None
         # A raw text field: `delete_documents_by_term` on a u64 field deletes nothing.
-        self._writer.delete_documents_by_term("session", session_id)
+        self._write("delete", "session", session_id)
         self._dirty = True
         if self.overlay is not None:
             self.overlay.delete_session(session_id)
@@ -176,29 +205,89 @@ class TantivyText:
         assert self._writer is not None
         keys = [str(rowid) for rowid in event_rowids]
         for key in keys:
-            self._writer.delete_documents_by_term("event", key)
+            self._write("delete", "event", key)
             self._dirty = True
         if self.overlay is not None:
             self.overlay.delete_events(keys)
+
+    def _write(self, op: str, field: str, value: str) -> None:
+        """One writer operation; queued while a disk commit runs (`start_commit`)."""
+        running = self._running
+        if running is not None and not running.done.is_set():
+            if len(self._queued) < QUEUE_MAX:
+                self._queued.append((op, field, value))
+                return
+            running.done.wait()
+        self._drain()
+        self._apply(op, field, value)
+
+    def _apply(self, op: str, field: str, value: str) -> None:
+        assert self._writer is not None
+        if op == "add":
+            self._writer.add_json(value)
+        else:
+            self._writer.delete_documents_by_term(field, value)
+
+    def _drain(self) -> None:
+        """The operations queued during a disk commit that has ended, in order."""
+        queued, self._queued = self._queued, []
+        for op in queued:
+            self._apply(*op)
 
     @property
     def dirty(self) -> bool:
         return self._dirty
 
+    @property
+    def committing(self) -> bool:
+        """A disk commit runs (or ended, not yet finished by `finish_commit`)."""
+        return self._running is not None
+
+    def start_commit(self) -> None:
+        """Begin the disk commit of every change so far in its own thread; the
+        overlay keeps mirroring (and showing) what changes meanwhile, and the
+        writer's operations queue until `finish_commit`."""
+        assert self._writer is not None and self._running is None and self.overlay is not None
+        self.overlay.seal()
+        self._running = _DiskCommit(self._writer, self.index, self._added)
+        self._dirty, self._added = False, 0
+
+    def finish_commit(self, *, wait: bool) -> bool:
+        """Account for the disk commit once it has ended (at once, or after
+        waiting for it when `wait`); False when none ended. A failed commit
+        is raised here, its changes owed again."""
+        running = self._running
+        if running is None or not (running.done.is_set() or wait):
+            return False
+        running.done.wait()
+        self._running = None
+        self._drain()
+        assert self.overlay is not None
+        if running.error is not None:
+            self._dirty, self._added = True, self._added + running.added
+            self.overlay.unseal()
+            raise running.error
+        self._committed(running.before, running.added, running.after)
+        self.overlay.sealed_committed()
+        return True
+
+    def _committed(self, before: int, added: int, after: int) -> None:
+        # Deleted: what the commit's additions do not account for.
+        self.churn += added + max(0, before + added - after)  # after the reload: `memo` reads it first
+        self.generation += 1
+
     def commit(self, *, idle: bool = True) -> None:
         """Make every add and delete so far durable and visible to new
-        searchers; the overlay empties (and mirrors again when `idle`)."""
+        searchers, here and now; the overlay empties (and mirrors again when `idle`)."""
         assert self._writer is not None
+        self.finish_commit(wait=True)
         if self._dirty:
             before = self.index.searcher().num_docs
             self._writer.commit()
             self._dirty = False
-            reload_after_commit(self.index)
-            # Deleted: what the commit's additions do not account for.
-            deleted = max(0, before + self._added - self.index.searcher().num_docs)
-            self.churn += self._added + deleted  # after the reload: `memo` reads it first
+            self.index.reload()
+            self._committed(before, self._added, self.index.searcher().num_docs)
             self._added = 0
-            self.generation += 1
         if self.overlay is not None:
             self.overlay.disk_committed(idle=idle)
 
@@ -210,6 +299,7 @@ class TantivyText:
     def close(self) -> None:
         if self._writer is not None:
             with contextlib.suppress(Exception):  # closing must not fail shutdown
+                self.finish_commit(wait=True)
                 self._writer.rollback()
             self._writer = None
             unregister_text(self)
