@@ -45,7 +45,8 @@ from bench.ingest import corpus, parse_bytes, pct
 from bench.search import ALL, build_queries
 from piwatchd.store import source_events
 from piwatchd.text.query import Term
-from piwatchd.text.tantivy.index import TantivyText, register_text, text_dir
+from piwatchd.text.tantivy.index import TantivyText, text_dir
+from piwatchd.text.tantivy.readers import register_text
 from piwatchd.text.tantivy.snippets import Marks, evidence_snippet, snippet
 
 CACHES = ("found", "cold", "warm")

@@ -44,7 +44,8 @@ from bench.search import (
     relaxed_queries,
     revision,
 )
-from piwatchd.text.tantivy.index import TantivyText, register_text, text_dir
+from piwatchd.text.tantivy.index import TantivyText, text_dir
+from piwatchd.text.tantivy.readers import register_text
 
 # Fields of a message that name things rather than say them: kept in world B.
 KEEP = {"role", "type", "id", "toolCallId", "toolName", "name", "model", "provider", "api", "stopReason"}

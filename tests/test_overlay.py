@@ -299,16 +299,16 @@ def test_an_append_during_the_disk_commit_is_searchable_before_it_ends(text, mon
     the overlay keeps only what the disk lacks, and each fragment is found once."""
     import threading
 
-    from piwatchd.text.tantivy import index as index_mod
+    from piwatchd.text.tantivy.disk_commit import DiskCommit
 
     gate = threading.Event()
-    real_run = index_mod._DiskCommit._run
+    real_run = DiskCommit._run
 
     def held(self, writer, index):
         gate.wait(30)
         real_run(self, writer, index)
 
-    monkeypatch.setattr(index_mod._DiskCommit, "_run", held)
+    monkeypatch.setattr(DiskCommit, "_run", held)
     text.add([doc(1, 1, "walrus one"), doc(2, 2, "walrus two")])
     assert text.publish()
     text.start_commit()

@@ -15,7 +15,8 @@ from ..hits import Chooser
 from ..query import SearchRequest
 from . import search
 from .feed import TextFeed
-from .index import searchable_owed, text_dir, text_reader
+from .index import text_dir
+from .readers import searchable_owed, text_reader
 
 __all__ = ["ENGINE", "TantivyEngine"]
 

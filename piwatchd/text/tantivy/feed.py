@@ -29,7 +29,8 @@ from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
 from ..engine import Repaid, RepayProgress, Written
 from .doc import EventFacts, TextDoc
-from .index import TEXT_LAYOUT, TantivyText, db_file_of, register_text, remove_text_dir, text_dir
+from .index import TEXT_LAYOUT, TantivyText, db_file_of, remove_text_dir, text_dir
+from .readers import register_text, unregister_text
 
 __all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "QUIET_SECONDS", "REPAY_SECONDS", "TextFeed"]
 
@@ -373,6 +374,7 @@ class TextFeed:
         if self._owed or self.text.dirty:
             self._commit(idle=False)
         self.text.close()
+        unregister_text(self.text)
 
     # -- documents ---------------------------------------------------------------
 

@@ -20,9 +20,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
-import threading
 from collections.abc import Callable, Collection, Hashable, Iterable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +29,7 @@ import tantivy
 from tantivy import Occur, Query, SchemaBuilder
 
 from ..query import SearchFilters, Term
+from .disk_commit import DiskCommit
 from .doc import FACETS, KEY_FIELDS, Clause, TextDoc, doc_json, event_fields, field_term, filter_clauses
 from .forms import Forms, analyzer
 from .memo import MEMO_MAX, lasts
@@ -40,12 +39,8 @@ __all__ = [
     "FORMS_FIELD",
     "Scored",
     "TantivyText",
-    "searchable_owed",
     "text_dir",
     "db_file_of",
-    "text_reader",
-    "register_text",
-    "unregister_text",
     "TEXT_LAYOUT",
     "within_docs",
 ]
@@ -67,30 +62,6 @@ WRITER_HEAP = 32 * 1024 * 1024  # a larger heap measured no faster here and cost
 # Writer operations queued while a disk commit runs in its own thread; past
 # this many, the next one waits for the commit (memory stays bounded).
 QUEUE_MAX = 20_000
-
-
-class _DiskCommit:
-    """A disk commit running in its own thread: the writer's commit (the
-    fsync), then the reload, so that the on-disk searcher shows it before the
-    ingest thread empties the overlay of what it holds (`finish_commit`)."""
-
-    def __init__(self, writer: tantivy.IndexWriter, index: tantivy.Index, added: int) -> None:
-        self.before = index.searcher().num_docs
-        self.added = added
-        self.after = self.before
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-        threading.Thread(target=self._run, args=(writer, index), name="piwatchd-text-commit", daemon=True).start()
-
-    def _run(self, writer: tantivy.IndexWriter, index: tantivy.Index) -> None:
-        try:
-            writer.commit()
-            index.reload()
-            self.after = index.searcher().num_docs
-        except BaseException as exc:  # noqa: BLE001 - raised again in the ingest thread (`finish_commit`)
-            self.error = exc
-        finally:
-            self.done.set()
 
 
 def text_dir(db_path: str | Path) -> Path:
@@ -159,7 +130,7 @@ class TantivyText:
         self.churn = 0
         self._epoch = 0
         self._added = 0  # documents added since the last disk commit
-        self._running: _DiskCommit | None = None  # a disk commit in its own thread
+        self._running: DiskCommit | None = None  # a disk commit in its own thread
         self._queued: list[tuple[str, str, str]] = []  # writer operations made meanwhile, in order
         # Per-word analysis (forms, document frequencies, derivations,
         # repairs): key -> (value, churn, epoch) when it was computed.
@@ -249,7 +220,7 @@ class TantivyText:
         writer's operations queue until `finish_commit`."""
         assert self._writer is not None and self._running is None and self.overlay is not None
         self.overlay.seal()
-        self._running = _DiskCommit(self._writer, self.index, self._added)
+        self._running = DiskCommit(self._writer, self.index, self._added)
         self._dirty, self._added = False, 0
 
     def finish_commit(self, *, wait: bool) -> bool:
@@ -302,7 +273,6 @@ class TantivyText:
                 self.finish_commit(wait=True)
                 self._writer.rollback()
             self._writer = None
-            unregister_text(self)
 
     # -- reading -------------------------------------------------------------
 
@@ -515,74 +485,3 @@ def remove_text_dir(path: Path) -> None:
         path.unlink()
     elif path.exists():
         shutil.rmtree(path)
-
-
-# One open index object per directory and process. The writer registers its
-# own: readers in the daemon share it and see each commit as soon as the
-# writer reloads; another process (the CLI) opens the directory read-only.
-_OPEN: dict[Path, tuple[TantivyText, bool]] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-@lru_cache(maxsize=64)
-def _key(path: Path) -> Path:
-    """Writer and readers may name the index file differently (symlinks);
-    resolved once per name, not on every search."""
-    return path.resolve()
-
-
-def register_text(text: TantivyText) -> None:
-    with _OPEN_LOCK:
-        _OPEN[_key(text.path)] = (text, True)
-
-
-def unregister_text(text: TantivyText) -> None:
-    with _OPEN_LOCK:
-        key = _key(text.path)
-        if key in _OPEN and _OPEN[key][0] is text:
-            del _OPEN[key]
-
-
-def _text_key_of(conn: sqlite3.Connection) -> Path:
-    """The `_OPEN` key of the text index beside this connection's index file."""
-    return _text_key(_db_file_name(conn))
-
-
-@lru_cache(maxsize=64)
-def _text_key(db_file: str) -> Path:
-    """Once per index file name, not per search (paths cost ~40 us per search)."""
-    return _key(text_dir(db_file))
-
-
-def searchable_owed(conn: sqlite3.Connection) -> frozenset[str]:
-    """Sessions still owed to the on-disk text index (`text_debt`) whose every
-    change is searchable anyway from this process (the writer's overlay)."""
-    try:
-        path = _text_key_of(conn)
-    except ValueError:
-        return frozenset()
-    with _OPEN_LOCK:
-        entry = _OPEN.get(path)
-    if entry is None or not entry[1] or entry[0].overlay is None:
-        return frozenset()
-    return entry[0].overlay.view.sessions
-
-
-def text_reader(conn: sqlite3.Connection) -> TantivyText:
-    """The text index that belongs to this read model, for searching."""
-    path = _text_key_of(conn)
-    with _OPEN_LOCK:
-        entry = _OPEN.get(path)
-        if entry is None:
-            try:
-                entry = (TantivyText(path, writable=False), False)
-            except ValueError as exc:  # tantivy's word for an unreadable index
-                raise FileNotFoundError(
-                    f"the text index {path} cannot be read ({exc}): start piwatchd or run "
-                    "`piwatch index --once`, which rebuild it from the session files"
-                ) from None
-            _OPEN[path] = entry
-    text, shared = entry
-    if not shared:
-        text.refresh()  # another process writes: see its latest commit
-    return text

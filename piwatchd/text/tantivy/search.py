@@ -28,7 +28,8 @@ from ...store.source_events import evidence_rows
 from ..hits import Chooser, HitRow, Ranked, chosen_rows, page_rows, ranked_events, sort_key
 from ..query import QueryTimeout, SearchRequest, Term, parse_query, visible_scope
 from ..tiers import PartialPlan, label, partial_plan
-from .index import Scored, text_reader
+from .index import Scored
+from .readers import text_reader
 from .scope import Scope
 from .snippets import Marks, evidence_snippet
 from .words import (
