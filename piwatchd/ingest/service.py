@@ -37,6 +37,7 @@ from msgspec import structs
 from piwatch import wire
 from piwatch.rates import RateMeter
 
+from .. import workers
 from ..model.events import excerpt
 from ..source.discovery import session_files_in
 from ..store.indexfile import discard_index, open_or_rebuild, prepare_index_path
@@ -377,6 +378,7 @@ class Service:
             if queued is None:
                 break
             self._backlog.remove(queued)
+            self.ingestor.ahead(self._backlog.upcoming(workers.ahead()))
             self._ingest_one(queued)
         # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL; hinted
         # files (sessions in use now) at once, so a catch-up never delays a live append's search.

@@ -9,8 +9,9 @@ re-fed from its source file (`repay`), so kill -9 at any point converges to
 a clean build and a rewrite never leaves hits from the old content.
 
 Documents come from the index rows (filter values, read after commit so they
-carry the final tree state) and the fragment texts: in memory for events just
-projected, re-projected from the source file for events whose state changed.
+carry the final tree state) and the fragment texts: the writer's rows (with
+their `forms` values) for events just ingested, re-projected from the source
+file for events whose state changed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...model.events import Event, Fragment
+from ...model.rows import EventRow, FragRow, event_row
 from ...store.evidence import event_files_sql
 from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
@@ -126,8 +127,6 @@ class TextFeed:
             self._ops.append(("delete_events", replaced))
         if events:
             self._ops.append(("add", events))
-            # Their documents are built after COMMIT: the workers compute their forms meanwhile.
-            self.text.forms.prepare(f for _, event in events for f in event.fragments)
 
     def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
         if entry_ids:
@@ -137,12 +136,9 @@ class TextFeed:
     def ended(self, *, committed: bool) -> None:
         """After COMMIT, apply the queued operations; after a rollback they
         never happened, and the transaction's debt rows are gone with it."""
-        try:
-            if committed:
-                self._apply()
-                return
-        finally:
-            self.text.forms.forget()
+        if committed:
+            self._apply()
+            return
         self._ops.clear()
         self._owed = {s for s in self._owed if self._still_owed(s)}
 
@@ -159,7 +155,7 @@ class TextFeed:
         if ops:
             now = time.monotonic()
             self._unsynced = (self._unsynced[0] if self._unsynced else now, now)
-        added: dict[int, Event] = {}
+        added: dict[int, EventRow] = {}
         changed: list[tuple[str, list[str]]] = []
         for op in ops:
             if op[0] == "delete_session":
@@ -332,11 +328,11 @@ class TextFeed:
 
     # -- documents ---------------------------------------------------------------
 
-    def _docs(self, rowids: list[int], events: dict[int, Event]) -> Iterator[TextDoc]:
+    def _docs(self, rowids: list[int], events: dict[int, EventRow]) -> Iterator[TextDoc]:
         for start in range(0, len(rowids), _CHUNK):
             yield from self._docs_chunk(rowids[start : start + _CHUNK], events)
 
-    def _docs_chunk(self, rowids: list[int], events: dict[int, Event]) -> Iterator[TextDoc]:
+    def _docs_chunk(self, rowids: list[int], events: dict[int, EventRow]) -> Iterator[TextDoc]:
         ids = _json_ids(rowids)
         files: dict[int, tuple[list[str], list[str]]] = {}
         for rowid, path, mode in self.conn.execute(
@@ -369,9 +365,11 @@ class TextFeed:
                 tuple(changed),
             )
         missing = [rowid for rowid in rowids if rowid not in events and rowid in facts]
-        texts = {**events, **project_rows(self.conn, missing)} if missing else events
+        if missing:
+            events = {**events, **{r: event_row(ev) for r, ev in project_rows(self.conn, missing).items()}}
+        texts = events
         # A dict per event, not a scan of its fragments per fragment: an entry may have thousands.
-        by_id: dict[int, dict[str, Fragment]] = {}
+        by_id: dict[int, dict[str, FragRow]] = {}
         for frag_rowid, event_rowid, fragment_id, kind, tool_name in self.conn.execute(
             "SELECT frag_rowid, event_rowid, fragment_id, kind, tool_name FROM fragments"
             " WHERE event_rowid IN (SELECT value FROM json_each(?))",
@@ -386,4 +384,4 @@ class TextFeed:
                 frag = by_id[event_rowid].get(fragment_id)
             if fact is None or frag is None:
                 continue  # the source changed under us: its rebuild re-feeds it
-            yield TextDoc(frag_rowid, fact, kind, tool_name, frag.text, frag.tail, frag.meta)
+            yield TextDoc(frag_rowid, fact, kind, tool_name, frag.text, frag.tail, frag.meta, frag.forms)
