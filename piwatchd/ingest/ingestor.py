@@ -328,8 +328,8 @@ class Ingestor:
         outcome.diagnostics.extend(_capped_paths(tree.capped))
         w.record_diagnostics(source_id, outcome.diagnostics)
         update = tree.finish()
-        if update is not None and update.changed:
-            w.states_changed(update.session_id, update.changed)
+        if update is not None:
+            w.states_settled(update.session_id, update.states, update.changed)
         outcome.bytes_read = consumed - start
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"

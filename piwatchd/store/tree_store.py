@@ -51,6 +51,10 @@ class TreeUpdate:
     rows_updated: int = 0
     # Entries whose stored state changed (the text index re-feeds them).
     changed: list[str] = field(default_factory=list)
+    # (branch, selection) of every entry of the session as now stored, or of
+    # the appended ones on the fast path: the text documents' filter values,
+    # known without reading the rows back.
+    states: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 T = TypeVar("T")
@@ -263,7 +267,8 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[TreeRow]) -> 
     conn.executemany(
         f"UPDATE events SET branch_state=?, selection_state=? WHERE session_key={KEY} AND entry_id=?", rows
     )
-    return TreeUpdate(sid, "fast", rows_read=2, rows_updated=len(rows))
+    states = {r[3]: (r[0], r[1]) for r in rows}
+    return TreeUpdate(sid, "fast", rows_read=2, rows_updated=len(rows), states=states)
 
 
 def load_nodes(conn: sqlite3.Connection, session_id: str) -> tuple[list[Node], dict[str, tuple[str, str]], str | None]:
@@ -299,7 +304,10 @@ def refresh_states(conn: sqlite3.Connection, session_id: str) -> TreeUpdate:
         conn.executemany(
             f"UPDATE events SET branch_state=?, selection_state=? WHERE session_key={KEY} AND entry_id=?", rows
         )
-    return TreeUpdate(session_id, "full", rows_read=len(nodes), rows_updated=len(rows), changed=[r[3] for r in rows])
+    states = {eid: (branch[eid].value, selection[eid].value) for eid in stored}
+    return TreeUpdate(
+        session_id, "full", rows_read=len(nodes), rows_updated=len(rows), changed=[r[3] for r in rows], states=states
+    )
 
 
 def materialized_leaf_of(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, bool]:

@@ -429,23 +429,30 @@ class IndexWriter:
         )
         add_counts(self.conn, session_id, redactions)
 
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        """Branch/selection state of these (earlier) events changed: their
-        text-index documents carry those filter values, so re-feed them."""
+    def states_settled(self, session_id: str, states: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        """The session's tree state after this transaction: `states` (branch,
+        selection) by entry id as stored, `changed` the earlier events whose
+        state changed. Text-index documents carry those filter values: the
+        new events' documents take them from here, the changed ones are re-fed."""
         if self.feed:
-            self.feed.states_changed(session_id, entry_ids)
+            self.feed.states_settled(session_id, states, changed)
 
     def _write_fragments(self, session_id: str, events: list[tuple[int, EventRow]], replaced: list[int]) -> None:
         """Insert the events' fragments, then hand the step to the text engine
         (one step at a time: a later step of the batch may replace these rows)."""
         keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
         rows = [_fragment_row(rowid, f, keeps_text) for rowid, ev in events for f in ev.fragments]
-        # AUTOINCREMENT: the new rows get rowids above every earlier one.
-        before = self.conn.execute("SELECT coalesce(max(frag_rowid), 0) FROM fragments").fetchone()[0]
+        # AUTOINCREMENT: rowids above every one the table ever had. The writer
+        # numbers the rows itself, so the text engine knows each fragment's
+        # rowid without reading them back (before + 1, + 2, ... in order).
+        before = self.conn.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'fragments'), 0),"
+            " coalesce((SELECT max(frag_rowid) FROM fragments), 0))"
+        ).fetchone()[0]
         if rows:
             self.conn.executemany(
-                "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
-                " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
-                rows,
+                "INSERT INTO fragments(frag_rowid, event_rowid, fragment_id, kind, tool_name, call_id, body, tail,"
+                " meta, full_length) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [(before + i, *row) for i, row in enumerate(rows, 1)],
             )
         self.text.add(Written(session_id, events, replaced, before))

@@ -117,8 +117,9 @@ class AfterCommitFeed(Protocol):
 
     def delete_session(self, session_id: str) -> None: ...
 
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        """Branch/selection state of these earlier events changed (filter values)."""
+    def states_settled(self, session_id: str, states: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        """The session's (branch, selection) by entry id after this transaction
+        (filter values of its new events), and the earlier events whose state changed."""
         ...
 
     def ended(self, *, committed: bool) -> None:

@@ -16,6 +16,7 @@ file for events whose state changed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import sqlite3
@@ -23,6 +24,8 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ...model.rows import EventRow, FragRow, event_row
 from ...store.evidence import event_files_sql
@@ -52,6 +55,30 @@ MAX_REPAY_ATTEMPTS = 3
 
 def _json_ids(ids: Iterable[int]) -> str:
     return json.dumps(list(ids))
+
+
+def _own_result(meta: str | None) -> bool:
+    """A piwatch tool result (tagged `details.piwatch`), as the SQL reads it
+    (`json_extract(meta, '$.piwatch') IS NOT NULL`)."""
+    return meta is not None and '"piwatch"' in meta and orjson.loads(meta).get("piwatch") is not None
+
+
+class _NewDocs:
+    """What a transaction's added events' documents need besides their rows:
+    each event's session and fragments with their rowids, each session's
+    settled tree state."""
+
+    def __init__(self) -> None:
+        self.session_of: dict[int, str] = {}
+        self.frags: dict[int, list[tuple[int, FragRow]]] = {}
+        self.states: dict[str, dict[str, tuple[str, str]]] = {}
+
+    def add(self, session_id: str, events: list[tuple[int, EventRow]], frags: list[tuple[int, int, FragRow]]) -> None:
+        for rowid, _ in events:
+            self.session_of[rowid] = session_id
+            self.frags[rowid] = []  # a repeated id's later step replaces its fragments
+        for frag_rowid, rowid, f in frags:
+            self.frags[rowid].append((frag_rowid, f))
 
 
 class TextFeed:
@@ -121,17 +148,21 @@ class TextFeed:
 
     def add(self, written: Written) -> None:
         """Queue the step's documents; they are built and fed after COMMIT."""
-        session_id, events, replaced, _ = written
+        session_id, events, replaced, before = written
         self._owe(session_id)
         if replaced:
             self._ops.append(("delete_events", replaced))
         if events:
-            self._ops.append(("add", events))
+            # The writer numbered the fragments from `before` + 1, in this order.
+            rowids = itertools.count(before + 1)
+            frags = [(next(rowids), rowid, f) for rowid, event in events for f in event.fragments]
+            self._ops.append(("add", session_id, events, frags))
 
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        if entry_ids:
+    def states_settled(self, session_id: str, states: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        self._ops.append(("settled", session_id, states))
+        if changed:
             self._owe(session_id)
-            self._ops.append(("changed", session_id, entry_ids))
+            self._ops.append(("changed", session_id, changed))
 
     def ended(self, *, committed: bool) -> None:
         """After COMMIT, apply the queued operations; after a rollback they
@@ -156,6 +187,7 @@ class TextFeed:
             now = time.monotonic()
             self._unsynced = (self._unsynced[0] if self._unsynced else now, now)
         added: dict[int, EventRow] = {}
+        new = _NewDocs()
         changed: list[tuple[str, list[str]]] = []
         for op in ops:
             if op[0] == "delete_session":
@@ -163,11 +195,14 @@ class TextFeed:
             elif op[0] == "delete_events":
                 self.text.delete_events(op[1])
             elif op[0] == "add":
-                added.update(op[1])
+                added.update(op[2])
+                new.add(op[1], op[2], op[3])
+            elif op[0] == "settled":
+                new.states[op[1]] = op[2]
             elif op[0] == "changed":
                 changed.append((op[1], op[2]))
         if added:
-            self.text.add(self._docs(list(added), added))
+            self.text.add(self._new_docs(list(added), added, new))
         for session_id, entry_ids in changed:
             rowids = [r for r in self._rowids(session_id, entry_ids) if r not in added]
             self.refeed_events(rowids)
@@ -328,17 +363,55 @@ class TextFeed:
 
     # -- documents ---------------------------------------------------------------
 
+    def _new_docs(self, rowids: list[int], events: dict[int, EventRow], new: _NewDocs) -> Iterator[TextDoc]:
+        """The documents of the events this transaction added: their facts from
+        the rows in memory and the tree state the writer settled (nothing read
+        back but file evidence, whose tool results share their call's, and each
+        session's cwd); any event whose state was not told is read back."""
+        cwds: dict[str, tuple[str | None, str | None]] = {}
+        for start in range(0, len(rowids), _CHUNK):
+            chunk = rowids[start : start + _CHUNK]
+            ids = _json_ids(chunk)
+            files = self._files(ids)
+            unknown: list[int] = []
+            for rowid in chunk:
+                row, sid = events[rowid], new.session_of[rowid]
+                state = new.states.get(sid, {}).get(row.entry_id)
+                if state is None:
+                    unknown.append(rowid)
+                    continue
+                if sid not in cwds:
+                    cwds[sid] = self._cwds(sid)
+                read, changed = files.get(rowid, ((), ()))
+                facts = EventFacts(
+                    rowid, sid, row.ordinal, row.type, row.role, row.ts_ms, bool(row.is_error), *state,
+                    *cwds[sid], _own_result(row.meta), tuple(read), tuple(changed),
+                )  # fmt: skip
+                for frag_rowid, f in new.frags[rowid]:
+                    yield TextDoc(frag_rowid, facts, f.kind, f.tool_name, f.text, f.tail, f.meta, f.forms)
+            if unknown:
+                yield from self._docs_chunk(unknown, events)
+
+    def _cwds(self, session_id: str) -> tuple[str | None, str | None]:
+        row = self.conn.execute("SELECT cwd_norm, cwd_real FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def _files(self, ids: str) -> dict[int, tuple[list[str], list[str]]]:
+        """{event rowid: (paths read, paths changed)} of these events (`event_files_sql`)."""
+        files: dict[int, tuple[list[str], list[str]]] = {}
+        for rowid, path, mode in self.conn.execute(
+            event_files_sql("e.event_rowid, fe.path, fe.mode", f"e.event_rowid {IN_IDS}", events=True), (ids, ids)
+        ):
+            files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
+        return files
+
     def _docs(self, rowids: list[int], events: dict[int, EventRow]) -> Iterator[TextDoc]:
         for start in range(0, len(rowids), _CHUNK):
             yield from self._docs_chunk(rowids[start : start + _CHUNK], events)
 
     def _docs_chunk(self, rowids: list[int], events: dict[int, EventRow]) -> Iterator[TextDoc]:
         ids = _json_ids(rowids)
-        files: dict[int, tuple[list[str], list[str]]] = {}
-        for rowid, path, mode in self.conn.execute(
-            event_files_sql("e.event_rowid, fe.path, fe.mode", f"e.event_rowid {IN_IDS}", events=True), (ids, ids)
-        ):
-            files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
+        files = self._files(ids)
         facts: dict[int, EventFacts] = {}
         for r in self.conn.execute(
             "SELECT e.event_rowid, s.session_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error, e.branch_state,"
