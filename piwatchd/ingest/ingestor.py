@@ -89,8 +89,9 @@ class Ingestor:
     # -- entry point ---------------------------------------------------------
 
     def ahead(self, paths: list[str]) -> None:
-        """The files ingested next: the ones never indexed are started in the
-        ingest workers now (`Pipeline.ahead`), so the writer finds their rows ready."""
+        """The file ingested now and the ones next: those never indexed are
+        started in the ingest workers (`Pipeline.ahead`), so the writer finds
+        their rows ready."""
         fresh = []
         for path in paths:
             record = self.writer.source(path)

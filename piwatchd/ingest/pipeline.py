@@ -129,9 +129,9 @@ class Pipeline:
         return unpack_rows(packed)
 
     def ahead(self, paths: list[str]) -> None:
-        """The files the writer takes next (those not yet indexed at all): their
-        first chunk goes to the workers now. What was sent ahead for other
-        files is dropped."""
+        """The files the writer takes now and next (those not yet indexed at
+        all), in order: their first chunk goes to the workers now. What was
+        sent ahead for other files is dropped."""
         for path in [p for p in self._ahead if p not in paths]:
             del self._ahead[path]
         if workers.pool() is None:

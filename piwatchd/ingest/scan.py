@@ -180,7 +180,7 @@ def reconcile(
         planned(len(result.queue), sum(unread for _, _, unread in result.queue))
     queue = [path for path, _mtime, _unread in result.queue]
     for i, path in enumerate(queue):
-        ingestor.ahead(queue[i + 1 : i + 1 + pool.ahead()])
+        ingestor.ahead(queue[i : i + 1 + pool.ahead()])
         try:
             outcome = ingestor.ingest(path)
         except OSError as exc:  # this file's read failed mid-way; the others go on

@@ -378,7 +378,7 @@ class Service:
             if queued is None:
                 break
             self._backlog.remove(queued)
-            self.ingestor.ahead(self._backlog.upcoming(workers.ahead()))
+            self.ingestor.ahead([queued, *self._backlog.upcoming(workers.ahead())])
             self._ingest_one(queued)
         # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL; hinted
         # files (sessions in use now) at once, so a catch-up never delays a live append's search.
