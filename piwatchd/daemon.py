@@ -235,7 +235,8 @@ class Daemon:
         return problem
 
     def _build(self, index_problem: str | None) -> None:
-        from .ingest.service import Service, ServiceConfig
+        from .ingest.service import Service
+        from .ingest.service_config import ServiceConfig
         from .serve.api import Api, Live
         from .serve.follow import FollowHub
         from .serve.server import Server

@@ -1,18 +1,11 @@
-"""The ingest worker processes: CPU-bound pure work of the one writer, spread
-over the machine's cores.
+"""The ingest worker processes: the pure pipeline of ingest (decode, project,
+redact, the text index's `forms`, the tree's per-entry facts), spread over
+the machine's cores (`piwatchd.ingest.pipeline`).
 
 The writer stays the only writer of SQLite and of the text index; a worker
-only turns values into values (today: the `forms` field's text of a batch of
-fragments, `piwatchd.text.tantivy.forms`). A batch goes to the pool when the
-writer learns of it (the events inserted in a transaction) and its result is
-taken after COMMIT, when the text documents are built, so the workers run
-while SQLite writes.
-
-Measured before choosing what to send (45 MB of the many-small corpus): the
-parse results of a file (entries and events) unpickle in 1.7 s where parsing
-and projecting them cost 2.2 s, so shipping parsed files from a worker saves
-almost nothing; the forms of the same fragments cost ~3 s to compute and
-their result is a short string.
+only turns a chunk of a file's bytes into flat rows (`model.rows`), sent
+back as msgpack: the parse objects themselves cost ~31 us an entry to
+unpickle, about what computing them costs, where the rows unpack in ~2 us.
 
 Workers are started on first use with `spawn` (a fork of a process running
 Tantivy's threads is unsafe), never outlive the writer (each watches its
@@ -32,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["WORKERS_MAX", "configure", "default_workers", "pool", "result", "shutdown", "submit"]
+__all__ = ["WORKERS_MAX", "ahead", "configure", "default_workers", "pool", "result", "shutdown", "submit"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +57,13 @@ def configure(workers: int | None) -> int:
     with _lock:
         _size, _breaks = n, 0
     return n
+
+
+def ahead() -> int:
+    """How many files the writer starts ahead in the pool (`Pipeline.ahead`):
+    one per worker and one more, so none waits while the writer inserts."""
+    with _lock:
+        return _size + 1 if _size and _breaks < MAX_BREAKS else 0
 
 
 def pool() -> ProcessPoolExecutor | None:

@@ -337,7 +337,8 @@ def test_an_append_during_the_disk_commit_is_searchable_before_it_ends(text, mon
 def test_appends_arriving_together_share_one_publish(short_tmp):
     """A file hinted while another is read is read too before the text is
     published: one RAM commit shows both (the ingest service's schedule)."""
-    from piwatchd.ingest.service import Service, ServiceConfig
+    from piwatchd.ingest.service import Service
+    from piwatchd.ingest.service_config import ServiceConfig
 
     one, two = short_tmp / "one.jsonl", short_tmp / "two.jsonl"
     one.write_bytes(jsonl(v3_header("s-1"), msg("a", None, "user", "alpha walrus")))

@@ -39,6 +39,18 @@ def test_backlog_drains_each_path_once_newest_first_at_its_last_mtime(adds):
     assert not backlog and len(backlog) == 0 and backlog.next() is None
 
 
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 50)), max_size=40), st.integers(0, 10))
+def test_backlog_upcoming_is_what_next_gives_and_leaves_it_queued(adds, n):
+    backlog, twin = Backlog(), Backlog()
+    for path, mtime in adds:
+        backlog.add(path, float(mtime))
+        twin.add(path, float(mtime))
+    upcoming = backlog.upcoming(n)
+    assert upcoming == drain(twin)[:n]
+    assert backlog.upcoming(n) == upcoming  # asking again changes nothing
+    assert drain(backlog)[:n] == upcoming
+
+
 def test_backlog_requeue_and_removal():
     backlog = Backlog()
     for path, mtime in [("old", 1.0), ("mid", 5.0), ("new", 9.0)]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,6 @@ import pytest
 from helpers.live import poll
 
 from piwatchd import workers
-from piwatchd.text.tantivy import forms as forms_mod
 from piwatchd.text.tantivy.index import TantivyText, text_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-mono-v1"
@@ -34,61 +34,112 @@ def _terms(db: Path, field: str) -> list[tuple[str, int]]:
     return sorted(text.index.searcher().terms_with_prefix(field, "", limit=10_000_000))
 
 
-def test_workers_build_the_same_index(tmp_path, monkeypatch, no_pool):
-    from piwatchd.ingest.scan import index_once
+def _rows(db: Path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(db)
+    try:
+        return {
+            "events": conn.execute(
+                "SELECT s.session_id, e.entry_id, e.ordinal, e.parent_id, e.type, e.role, e.tool_names, e.ts_ms,"
+                " e.fingerprint, e.branch_state, e.selection_state, e.meta FROM events e"
+                " JOIN sessions s USING (session_key) ORDER BY 1, 3"
+            ).fetchall(),
+            "fragments": conn.execute(
+                "SELECT e.entry_id, f.fragment_id, f.kind, f.tool_name, f.call_id, f.full_length FROM fragments f"
+                " JOIN events e USING (event_rowid) ORDER BY 1, 2"
+            ).fetchall(),
+            **{
+                table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+                for table in ("tree_facts", "relationships", "file_evidence")
+            },
+        }
+    finally:
+        conn.close()
 
+
+def _fixture_sessions(tmp_path: Path) -> Path:
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    for gz in FIXTURES.glob("*.jsonl.gz"):  # real Pi sessions, 3.3 MB in all
+    for gz in FIXTURES.glob("*.jsonl.gz"):  # real Pi sessions, 3.3 MB in all, a few over a chunk
         (sessions / gz.name.removesuffix(".gz")).write_bytes(gzip.decompress(gz.read_bytes()))
-    monkeypatch.setattr(forms_mod, "PREPARE_MIN", 1)  # every transaction's forms go to the workers
-    submitted = []  # batches a worker took
+    return sessions
+
+
+def test_workers_build_the_same_index(tmp_path, monkeypatch, no_pool):
+    """The rows a worker ships (whole files sent ahead, and a large file's
+    chunks one after another) make the index the writer makes alone."""
+    from piwatchd.ingest import pipeline
+    from piwatchd.ingest.scan import index_once
+
+    sessions = _fixture_sessions(tmp_path)
+    sent = []  # (offset, state header or None) of each chunk a worker took
     real_submit = workers.submit
 
     def submit(fn, *args):
         future = real_submit(fn, *args)
-        if future is not None:
-            submitted.append(fn)
+        if future is not None and fn is pipeline.worker_rows:
+            sent.append((args[0], args[2]["header"]))
         return future
 
     monkeypatch.setattr(workers, "submit", submit)
     alone = index_once(tmp_path / "alone.sqlite3", [str(sessions)], workers=0)
-    assert alone["workers"] == 0 and not submitted
+    assert alone["workers"] == 0 and not sent
     helped = index_once(tmp_path / "helped.sqlite3", [str(sessions)], workers=2)
-    assert helped["workers"] == 2 and submitted
+    assert helped["workers"] == 2
+    assert any(offset > 0 for offset, _ in sent), "a file's later chunk went to a worker"
+    # Each file's first chunk went once, sent ahead of its turn and then used.
+    assert sum(offset == 0 for offset, _ in sent) == len(list(sessions.iterdir()))
     assert alone["events"] == helped["events"] > 0
-    for field in ("forms", "text", "meta"):
+    assert _rows(tmp_path / "alone.sqlite3") == _rows(tmp_path / "helped.sqlite3")
+    for field in ("forms", "text", "meta", "facets"):
         assert _terms(tmp_path / "alone.sqlite3", field) == _terms(tmp_path / "helped.sqlite3", field)
 
 
-def test_a_dead_worker_leaves_the_work_to_the_writer(tmp_path, no_pool):
-    from piwatchd.model.events import Fragment
+def _canonical(rows):
+    """Rows as msgpack gives them back (lists for tuples), each `forms` value's
+    words sorted (their order is a set's, which differs between processes;
+    the field keeps no positions)."""
+    from piwatchd.ingest.chunks import pack_rows, unpack_rows
 
+    rows = unpack_rows(pack_rows(rows))
+    events = [
+        e._replace(fragments=[f._replace(forms=sorted(f.forms.split())) for f in e.fragments]) for e in rows.events
+    ]
+    return rows._replace(events=events)
+
+
+def test_a_dead_worker_leaves_the_work_to_the_writer(tmp_path, no_pool):
+    from piwatchd.ingest.pipeline import Pipeline
+    from piwatchd.model.redact import DEFAULT_RULES
+    from piwatchd.source.parser import ParserState
+    from piwatchd.text.tantivy.forms import doc_forms
+
+    path = max(_fixture_sessions(tmp_path).iterdir(), key=lambda p: p.stat().st_size)
+    size = path.stat().st_size
+
+    def rows(pipe: Pipeline) -> list:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return [_canonical(r) for _, r in pipe.rows(fd, str(path), 0, size, ParserState())]
+        finally:
+            os.close(fd)
+
+    workers.configure(0)
+    alone = rows(Pipeline(DEFAULT_RULES, doc_forms))
+    assert len(alone) > 1 and all(r.events for r in alone)
     workers.configure(1)
-    text = TantivyText(tmp_path / "t.tantivy", writable=True)
-    try:
-        frags = [
-            Fragment(f"f{i}", "message.text", f"retrying loadSessionCache x{i} " + "words " * 20_000, None, "")
-            for i in range(3)
-        ]
-        for dies in ("before the batch", "after the batch"):
-            pool = workers.pool()
-            assert pool is not None
-            assert workers.result(workers.submit(os.getpid)) != os.getpid()  # a worker runs
-            if dies == "after the batch":
-                text.forms.prepare(frags)
-            for proc in list(pool._processes.values()):
-                os.kill(proc.pid, signal.SIGKILL)
-            poll(lambda pool=pool: pool._broken, message="the pool to see its worker die")
-            text.forms.prepare(frags)
-            for f in frags:
-                got = text.forms.value((f.text, f.tail, f.meta))
-                assert {"retrying", "load", "session", "cache"} <= set(got.split())
-            text.forms.forget()
-        # A broken pool is replaced: the next batch runs in a new worker.
-        assert workers.result(workers.submit(os.getpid)) not in (None, os.getpid())
-    finally:
-        text.close()
+    for dies in ("before its chunk", "after its chunk was sent"):
+        pool = workers.pool()
+        assert pool is not None
+        assert workers.result(workers.submit(os.getpid)) != os.getpid()  # a worker runs
+        pipe = Pipeline(DEFAULT_RULES, doc_forms)
+        if dies == "after its chunk was sent":
+            pipe.ahead([str(path)])
+        for proc in list(pool._processes.values()):
+            os.kill(proc.pid, signal.SIGKILL)
+        poll(lambda pool=pool: pool._broken, message="the pool to see its worker die")
+        assert rows(pipe) == alone
+    # A broken pool is replaced: the next chunk runs in a new worker.
+    assert workers.result(workers.submit(os.getpid)) not in (None, os.getpid())
 
 
 def test_no_worker_outlives_a_killed_writer(tmp_path):

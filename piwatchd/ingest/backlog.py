@@ -51,6 +51,17 @@ class Backlog:
             heapq.heappop(self._heap)  # superseded or removed
         return None
 
+    def upcoming(self, n: int) -> list[str]:
+        """The next `n` paths `next` would give, left queued (O(n log size))."""
+        taken: list[tuple[float, str]] = []
+        while self._heap and len(taken) < n:
+            item = heapq.heappop(self._heap)
+            if self._mtime.get(item[1]) == -item[0] and item not in taken:
+                taken.append(item)
+        for item in taken:
+            heapq.heappush(self._heap, item)
+        return [path for _, path in taken]
+
     def remove(self, path: str) -> None:
         """`path` is being ingested (its bytes stay owed until `read`); an
         empty backlog owes no bytes."""

@@ -18,20 +18,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from ..model.events import Diagnostic, Entry, Header, excerpt
+from ..model.events import Diagnostic, Header, excerpt
 from ..model.project import iso_to_ms, session_name
 from ..model.relations import MAX_PATHS_PER_EVENT
+from ..model.rows import TreeRow
 from ..source.discovery import in_layout
 from ..source.fingerprint import Window, title_slot_len
 from ..source.parser import ParserState, UnsupportedSource
-from ..source.reader import observe, open_source, read_chunks
+from ..source.reader import observe, open_source
 from ..source.tailer import Change, Checkpoint, Observation, classify
 from ..store.extractors import index_extractors
 from ..store.redaction import index_rules
 from ..store.tree_store import TreeBatch
 from ..store.writer import IndexWriter, SourceRecord
-from .chunks import PIPELINE_CHUNK, parsed_chunks
-from .prefetch import prefetch
+from .pipeline import Pipeline
 
 __all__ = ["Ingestor", "IngestOutcome", "owner_rank"]
 
@@ -49,7 +49,7 @@ class IngestOutcome:
     more: bool = False  # a slice ended before the file's end: ingest it again to go on
 
 
-def _capped_paths(entries: list[Entry]) -> list[Diagnostic]:
+def _capped_paths(entries: list[TreeRow]) -> list[Diagnostic]:
     return [
         Diagnostic(
             "capped",
@@ -82,6 +82,7 @@ class Ingestor:
         self.rules = index_rules(writer.conn)
         # The custom types it makes searchable (`store.extractors.adopt` recorded them).
         self.extractors = index_extractors(writer.conn)
+        self.pipeline = Pipeline(self.rules, writer.doc_forms, self.extractors)
         self.gone_recheck_delay = gone_recheck_delay
         self._sleep = sleep
         # The live service vetoes removals under a root that is missing or
@@ -89,6 +90,17 @@ class Ingestor:
         self._may_remove = may_remove
 
     # -- entry point ---------------------------------------------------------
+
+    def ahead(self, paths: list[str]) -> None:
+        """The file ingested now and the ones next: those never indexed are
+        started in the ingest workers (`Pipeline.ahead`), so the writer finds
+        their rows ready."""
+        fresh = []
+        for path in paths:
+            record = self.writer.source(path)
+            if record is None or record.checkpoint is None:
+                fresh.append(path)
+        self.pipeline.ahead(fresh)
 
     def ingest(self, path: str) -> IngestOutcome:
         """Bring `path` up to date. A bad file never raises: an unexpected
@@ -280,31 +292,26 @@ class Ingestor:
         fd, path, source_id, obs = src
         start, state, window = begin
         tree = TreeBatch(w.conn, full=full)
-        reads = read_chunks(fd, start, obs.size, PIPELINE_CHUNK, overlong_at=state.overlong_at)
-        chunks = parsed_chunks(reads, state, self.rules, self.extractors)
-        if obs.size - start > PIPELINE_CHUNK:
-            # Worth a helper thread only when there is a next chunk to parse.
-            chunks = prefetch(chunks)
+        self._at = start
+        chunks = self.pipeline.rows(fd, path, start, obs.size, state)
         deadline = time.monotonic() + self.slice_seconds if sliced and self.slice_seconds is not None else None
         consumed = start
         try:
-            for offset, data, end, result, events in chunks:
-                self._at = offset
-                header_before = state.header
-                state = result.state
+            for data, rows in chunks:
                 if data is None:
-                    window.skip(fd, offset, end)
+                    window.skip(fd, consumed, rows.end)
                 else:
                     window.feed(data)
-                if header_before is None and state.header is not None:
-                    self._new_session(source_id, path, state.header, window)
-                consumed = end
-                outcome.diagnostics.extend(result.diagnostics)
-                if result.entries:
+                state = rows.state
+                if rows.header is not None:
+                    self._new_session(source_id, path, rows.header, window)
+                consumed = self._at = rows.end
+                outcome.diagnostics.extend(rows.diagnostics)
+                if rows.events:
                     assert state.header is not None  # the parser yields entries only after a header
-                    outcome.diagnostics.extend(w.insert_events(state.header.session_id, events))
-                    tree.add(state.header, result.entries)
-                    outcome.events += len(events)
+                    outcome.diagnostics.extend(w.insert_events(state.header.session_id, rows.events))
+                    tree.add(state.header, rows.tree)
+                    outcome.events += len(rows.events)
                 if deadline is not None and time.monotonic() >= deadline and consumed < obs.size:
                     outcome.more = True
                     break
@@ -325,8 +332,8 @@ class Ingestor:
         outcome.diagnostics.extend(_capped_paths(tree.capped))
         w.record_diagnostics(source_id, outcome.diagnostics)
         update = tree.finish()
-        if update is not None and update.changed:
-            w.states_changed(update.session_id, update.changed)
+        if update is not None:
+            w.states_settled(update.session_id, update.states, update.changed)
         outcome.bytes_read = consumed - start
         outcome.session_id = state.header.session_id if state.header else None
         outcome.state = "ok" if state.header else "pending"

@@ -24,6 +24,7 @@ from typing import Any
 
 from piwatch import wire
 
+from .. import workers as pool
 from ..model.extractors import Registry
 from ..model.subtree import is_under
 from ..source.discovery import iter_session_files, root_is_listable
@@ -183,7 +184,9 @@ def reconcile(
     summary = ReconcileSummary(roots_unavailable=result.roots_unavailable)
     if planned:
         planned(len(result.queue), sum(unread for _, _, unread in result.queue))
-    for path, _mtime, _unread in result.queue:
+    queue = [path for path, _mtime, _unread in result.queue]
+    for i, path in enumerate(queue):
+        ingestor.ahead(queue[i : i + 1 + pool.ahead()])
         try:
             outcome = ingestor.ingest(path)
         except OSError as exc:  # this file's read failed mid-way; the others go on
@@ -223,7 +226,6 @@ def index_once(
     (raises IndexBusy while piwatchd or another pass holds the index lock).
     `workers`: ingest worker processes (None: as configured); `refed(done,
     total)`: the text index's re-feed of owed sessions, before the scan."""
-    from .. import workers as pool
     from ..config import load_settings, omp_roots, resolve_db, session_roots
 
     settings = load_settings()

@@ -28,22 +28,19 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 import msgspec
 from msgspec import structs
 from piwatch import wire
 from piwatch.rates import RateMeter
 
+from .. import workers
 from ..model.events import excerpt
-from ..model.extractors import NO_EXTRACTORS, Registry
 from ..source.discovery import session_files_in
 from ..store.extractors import adopt
 from ..store.indexfile import discard_index, open_or_rebuild, prepare_index_path
 from ..store.writer import IndexWriter
-from ..text.engine import DEFAULT_ENGINE
 from .backlog import Backlog, file_mtime
 from .commits import CommitSignal
 from .health import IndexLost, IndexWatch, corrupt, lost, transient
@@ -52,8 +49,9 @@ from .ingestor import Ingestor, IngestOutcome
 from .progress import FilesThisRun, count_file, note_error, note_repaid, plus, starting
 from .retries import Retries, retry_delay
 from .scan import RemovalGuard, scan
+from .service_config import ServiceConfig, WatchReport
 
-__all__ = ["STATE_KEY", "Service", "ServiceConfig"]
+__all__ = ["STATE_KEY", "Service"]
 
 log = logging.getLogger("piwatchd.service")
 
@@ -64,30 +62,6 @@ SUSPECT_RETRY_MAX = 30.0
 # Hinted files that become due while others are read are read too before the
 # text is published, for at most this long: one RAM commit shows them all.
 COALESCE_SECONDS = 0.01
-
-
-@dataclass(slots=True)
-class ServiceConfig:
-    db_path: str
-    roots: list[str]
-    omp_roots: tuple[str, ...] = ()  # the roots omp writes to (`config.omp_roots`)
-    settle: float = 0.1
-    max_latency: float = 1.0
-    scan_interval: float = 300.0
-    batch_seconds: float = 0.25  # backlog work per commit, so hints wait at most this long
-    gone_recheck_delay: float = 0.1
-    state_interval: float = 1.0  # how often progress is written while busy
-    heartbeat_interval: float = 5.0
-    engine: str = DEFAULT_ENGINE  # the text engine's name (piwatchd.text.engine)
-    extractors: Registry = NO_EXTRACTORS  # the custom types made searchable (config's `[[extract]]`)
-
-
-class WatchReport(Protocol):
-    """What the file watcher tells status (`piwatchd.source.watch.Watcher`)."""
-
-    warnings: list[str]
-
-    def status(self) -> list[dict[str, Any]]: ...
 
 
 class Service:
@@ -386,6 +360,7 @@ class Service:
             if queued is None:
                 break
             self._backlog.remove(queued)
+            self.ingestor.ahead([queued, *self._backlog.upcoming(workers.ahead())])
             self._ingest_one(queued)
         # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL; hinted
         # files (sessions in use now) at once, so a catch-up never delays a live append's search.

@@ -34,15 +34,9 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ..model.events import BranchState, Entry, Header, SelectionState
-from ..model.relations import (
-    MAX_PATHS_PER_EVENT,
-    Edge,
-    FileEvidence,
-    entry_edges,
-    entry_file_evidence,
-)
-from ..model.tree import Node, classify, make_node, node_facts, yields_model_message
+from ..model.events import BranchState, Header, SelectionState
+from ..model.rows import TreeRow
+from ..model.tree import Node, classify, make_node, yields_model_message
 from .ids import IN_IDS, KEY, id_list, session_key
 
 __all__ = ["TreeBatch", "TreeUpdate", "refresh_states", "load_nodes", "DbTreeView", "materialized_leaf_of"]
@@ -59,6 +53,10 @@ class TreeUpdate:
     rows_updated: int = 0
     # Entries whose stored state changed (the text index re-feeds them).
     changed: list[str] = field(default_factory=list)
+    # (branch, selection) of every entry of the session as now stored, or of
+    # the appended ones on the fast path: the text documents' filter values,
+    # known without reading the rows back.
+    states: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 T = TypeVar("T")
@@ -106,13 +104,13 @@ class TreeBatch:
         self.session_id: str | None = None
         self.key = 0  # the session's integer key (`ids.session_key`), once `add` knows the session
         self.parent_session: str | None = None
-        self.entries: list[Entry] = []  # this transaction's entries, for the fast path
+        self.entries: list[TreeRow] = []  # this transaction's entries, for the fast path
         self._seen: set[str] = set()
         self._calls: dict[str, list[_Call]] = {}
         # Entries whose file evidence reached MAX_PATHS_PER_EVENT (reported as diagnostics).
-        self.capped: list[Entry] = []
+        self.capped: list[TreeRow] = []
 
-    def add(self, header: Header | None, entries: list[Entry]) -> None:
+    def add(self, header: Header | None, entries: list[TreeRow]) -> None:
         if header is None or not entries:
             return
         sid = header.session_id
@@ -126,15 +124,14 @@ class TreeBatch:
         batch = self._replace_repeated(key, entries)
         rows = _Rows()
         for e in batch:
-            self._entry_rows(key, header.cwd, e, rows)
-            if e.type == "message":
-                self._message_calls(key, e, rows)
+            self._entry_rows(key, e, rows)
+            self._message_calls(key, e, rows)
         rows.write(self.conn)
 
-    def _replace_repeated(self, key: int, entries: list[Entry]) -> list[Entry]:
+    def _replace_repeated(self, key: int, entries: list[TreeRow]) -> list[TreeRow]:
         """The batch with one entry per id. The later line of a repeated id wins
         (as in Pi): forget what the earlier one said."""
-        last: dict[str, Entry] = {}
+        last: dict[str, TreeRow] = {}
         for e in entries:
             last[e.entry_id] = e
         batch = list(last.values())
@@ -148,44 +145,36 @@ class TreeBatch:
         self.entries.extend(batch)
         return batch
 
-    def _entry_rows(self, key: int, cwd: str | None, e: Entry, rows: _Rows) -> None:
+    def _entry_rows(self, key: int, e: TreeRow, rows: _Rows) -> None:
         """One entry's own facts, edges and file evidence."""
-        data = e.data
-        facts = node_facts(e.type, data)
-        if facts:
-            rows.facts.append((key, e.entry_id, orjson.dumps(facts).decode()))
-        for edge in entry_edges(data):
-            rows.edges.append(_edge_row(key, e.entry_id, edge))
-        evidence = entry_file_evidence(data, cwd)
-        if len(evidence) >= MAX_PATHS_PER_EVENT:
+        if e.facts:
+            rows.facts.append((key, e.entry_id, orjson.dumps(e.facts).decode()))
+        rows.edges.extend((key, e.entry_id, *edge) for edge in e.edges)
+        if e.capped:
             self.capped.append(e)
-        for ev in evidence:
-            rows.files.append(_file_row(key, e.entry_id, ev))
+        rows.files.extend((key, e.entry_id, *f) for f in e.files)
 
-    def _message_calls(self, key: int, e: Entry, rows: _Rows) -> None:
+    def _message_calls(self, key: int, e: TreeRow, rows: _Rows) -> None:
         """Tool calls pair with their results: an assistant message's calls are
         remembered, a tool result is linked to its call (and so shares its file
         evidence: the `event_files` view of store/schema.py)."""
-        msg = e.data.get("message")
-        if not isinstance(msg, dict):
-            return
-        role = msg.get("role")
-        if role == "assistant":
-            for call_id in _call_ids(msg):
-                self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal))
-        elif role == "toolResult" and isinstance(msg.get("toolCallId"), str) and msg["toolCallId"]:
-            self._link_result(key, e, msg["toolCallId"], rows)
+        for call_id in e.calls:
+            self._calls.setdefault(call_id, []).append(_Call(e.entry_id, e.ordinal))
+        if e.result_of is not None:
+            self._link_result(key, e, e.result_of, rows)
 
-    def _link_result(self, key: int, e: Entry, call_id: str, rows: _Rows) -> None:
+    def _link_result(self, key: int, e: TreeRow, call_id: str, rows: _Rows) -> None:
         found = self._find_call(key, call_id, e)
         if found is None:
             return
         call, single = found
         detail = {"toolCallId": call_id, **({} if single else {"chosenAmongCandidates": True})}
-        edge = Edge("tool-result-for", call.entry_id, provenance="recorded" if single else "derived", detail=detail)
-        rows.edges.append(_edge_row(key, e.entry_id, edge))
+        provenance = "recorded" if single else "derived"
+        rows.edges.append(
+            (key, e.entry_id, "tool-result-for", call.entry_id, None, provenance, orjson.dumps(detail).decode())
+        )
 
-    def _find_call(self, key: int, call_id: str, result: Entry) -> tuple[_Call, bool] | None:
+    def _find_call(self, key: int, call_id: str, result: TreeRow) -> tuple[_Call, bool] | None:
         candidates = list(self._calls.get(call_id, []))
         if not candidates and not self.full:
             # The call was ingested by an earlier transaction.
@@ -237,37 +226,7 @@ class TreeBatch:
         )
 
 
-def _call_ids(msg: dict[str, Any]) -> list[str]:
-    content = msg.get("content")
-    out = []
-    for block in content if isinstance(content, list) else []:
-        if (
-            isinstance(block, dict)
-            and block.get("type") == "toolCall"
-            and isinstance(block.get("id"), str)
-            and block["id"]
-        ):
-            out.append(block["id"])
-    return out
-
-
-def _edge_row(key: int, entry_id: str, edge: Edge) -> tuple[Any, ...]:
-    return (
-        key,
-        entry_id,
-        edge.kind,
-        edge.target_entry_id,
-        edge.target_ref,
-        edge.provenance,
-        orjson.dumps(edge.detail).decode() if edge.detail else None,
-    )
-
-
-def _file_row(key: int, entry_id: str, ev: FileEvidence) -> tuple[Any, ...]:
-    return (key, entry_id, ev.path, ev.mode, ev.source, ev.provenance, ev.raw_path, ev.tool_name, ev.call_id)
-
-
-def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> TreeUpdate | None:
+def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[TreeRow]) -> TreeUpdate | None:
     """States for a plain continuation of the materialized path, or None."""
     if not entries or any(e.type in _SLOW_TYPES for e in entries):
         return None
@@ -302,7 +261,7 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
         return None
     rows = []
     for e in entries:
-        node = make_node(e.entry_id, e.parent_id, e.type, _role(e), e.ordinal, node_facts(e.type, e.data))
+        node = make_node(e.entry_id, e.parent_id, e.type, e.role, e.ordinal, e.facts)
         # Everything after the latest compaction (or with none) is in context;
         # none of these entries is an edit, so none is omitted.
         sel = SelectionState.DIRECT if yields_model_message(node) else SelectionState.NOT_APPLICABLE
@@ -310,13 +269,8 @@ def _fast_append(conn: sqlite3.Connection, sid: str, entries: list[Entry]) -> Tr
     conn.executemany(
         f"UPDATE events SET branch_state=?, selection_state=? WHERE session_key={KEY} AND entry_id=?", rows
     )
-    return TreeUpdate(sid, "fast", rows_read=2, rows_updated=len(rows))
-
-
-def _role(e: Entry) -> str | None:
-    msg = e.data.get("message") if e.type == "message" else None
-    role = msg.get("role") if isinstance(msg, dict) else None
-    return role if isinstance(role, str) and role else None
+    states = {r[3]: (r[0], r[1]) for r in rows}
+    return TreeUpdate(sid, "fast", rows_read=2, rows_updated=len(rows), states=states)
 
 
 def load_nodes(conn: sqlite3.Connection, session_id: str) -> tuple[list[Node], dict[str, tuple[str, str]], str | None]:
@@ -352,7 +306,10 @@ def refresh_states(conn: sqlite3.Connection, session_id: str) -> TreeUpdate:
         conn.executemany(
             f"UPDATE events SET branch_state=?, selection_state=? WHERE session_key={KEY} AND entry_id=?", rows
         )
-    return TreeUpdate(session_id, "full", rows_read=len(nodes), rows_updated=len(rows), changed=[r[3] for r in rows])
+    states = {eid: (branch[eid].value, selection[eid].value) for eid in stored}
+    return TreeUpdate(
+        session_id, "full", rows_read=len(nodes), rows_updated=len(rows), changed=[r[3] for r in rows], states=states
+    )
 
 
 def materialized_leaf_of(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, bool]:

@@ -20,10 +20,11 @@ from typing import Any
 
 import orjson
 
-from ..model.events import Diagnostic, Event, Fragment, FragmentKind, Header, excerpt
+from ..model.events import Diagnostic, Header, excerpt
+from ..model.rows import EventRow, FragRow
 from ..source.parser import ParserState
 from ..source.tailer import Checkpoint
-from ..text.engine import AfterCommitFeed, Repaid, RepayProgress, TextWriter, Written, engine_of
+from ..text.engine import AfterCommitFeed, DocForms, Repaid, RepayProgress, TextWriter, Written, engine_of
 from .catalog import canonical_ref
 from .ids import IN_IDS, id_list, session_key
 from .redaction import add_counts
@@ -67,34 +68,17 @@ class SourceRecord:
     error: str | None
 
 
-def _fragment_row(event_rowid: int, f: Fragment, with_text: bool) -> tuple[Any, ...]:
+def _fragment_row(event_rowid: int, f: FragRow, with_text: bool) -> tuple[Any, ...]:
     text = (f.text, f.tail, f.meta) if with_text else (None, None, None)
-    # A call's id is kept on the call alone: a result's is what links it (`relationships`), never looked up.
-    call_id = f.call_id if f.kind is FragmentKind.TOOL_CALL else None
-    return (event_rowid, f.fragment_id, f.kind.value, f.tool_name, call_id, *text, f.full_length)
+    return (event_rowid, f.fragment_id, f.kind, f.tool_name, f.call_id, *text, f.full_length)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _event_values(ev: Event) -> tuple[Any, ...]:
-    """An event's columns after (session_key, entry_id, ordinal), as insert and update write them."""
-    return (
-        ev.parent_id,
-        ev.type,
-        ev.role,
-        ",".join(ev.tool_names) or None,
-        ev.timestamp_ms,
-        ev.byte_offset,
-        ev.byte_len,
-        ev.fingerprint,
-        int(ev.is_error),
-        int(ev.id_recorded),
-        ev.context_role.value,
-        orjson.dumps(ev.meta).decode() if ev.meta else None,
-    )
-
+# An event row's leading values are the `events` columns after session_key (entry_id .. meta).
+_EVENT_COLUMNS = 14
 
 # Planner statistics: rows read per index by ANALYZE, and the index size below
 # which they are not refreshed (an empty index's plans are the defaults).
@@ -120,6 +104,8 @@ class IndexWriter:
         # An engine whose index lives outside SQLite deletes, commits and
         # repairs after COMMIT; another's text commits with the rows.
         self.feed = self.text if isinstance(self.text, AfterCommitFeed) else None
+        # The engine's derived words of a document, computed by the ingest pipeline (None: it has none).
+        self.doc_forms = self.engine.doc_forms if isinstance(self.engine, DocForms) else None
         self._analyzed_events: int | None = None  # events when the statistics were taken
 
     def flush_text(self, *, idle: bool = True) -> bool:
@@ -364,7 +350,7 @@ class IndexWriter:
         """The session's name (omp's title slot), already normalized and redacted."""
         self.conn.execute("UPDATE sessions SET name=? WHERE session_id=?", (name or None, session_id))
 
-    def insert_events(self, session_id: str, events: Iterable[Event]) -> list[Diagnostic]:
+    def insert_events(self, session_id: str, events: Iterable[EventRow]) -> list[Diagnostic]:
         """Insert events; a repeated entry id replaces the earlier content but
         keeps its append position (Pi's `byId` keeps the last occurrence).
 
@@ -377,8 +363,8 @@ class IndexWriter:
         if key is None:
             raise ValueError(f"events of session {session_id!r} before its session row")
         rowids = self._event_rowids(key, [ev.entry_id for ev in events])
-        fresh: list[Event] = []
-        repeats: list[Event] = []
+        fresh: list[EventRow] = []
+        repeats: list[EventRow] = []
         for ev in events:
             (repeats if ev.entry_id in rowids else fresh).append(ev)
             rowids.setdefault(ev.entry_id, 0)
@@ -386,7 +372,7 @@ class IndexWriter:
             "INSERT INTO events(session_key, entry_id, ordinal, parent_id, type, role, tool_names, ts_ms,"
             " byte_offset, byte_len, fingerprint, is_error, id_recorded, context_role, meta)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_key, entry_id) DO NOTHING",
-            [(key, ev.entry_id, ev.ordinal, *_event_values(ev)) for ev in fresh],
+            [(key, *ev[:_EVENT_COLUMNS]) for ev in fresh],
         )
         rowids.update(self._event_rowids(key, [ev.entry_id for ev in fresh]))
         self._write_fragments(session_id, [(rowids[ev.entry_id], ev) for ev in fresh], [])
@@ -396,7 +382,7 @@ class IndexWriter:
             conn.execute(
                 "UPDATE events SET parent_id=?, type=?, role=?, tool_names=?, ts_ms=?, byte_offset=?, byte_len=?,"
                 " fingerprint=?, is_error=?, id_recorded=?, context_role=?, meta=? WHERE event_rowid=?",
-                (*_event_values(ev), event_rowid),
+                (*ev[2:_EVENT_COLUMNS], event_rowid),
             )
             conn.execute("DELETE FROM fragments WHERE event_rowid=?", (event_rowid,))
             self._write_fragments(session_id, [(event_rowid, ev)], [event_rowid])
@@ -421,19 +407,19 @@ class IndexWriter:
             ).fetchall()
         )
 
-    def _update_session(self, session_id: str, events: list[Event], inserted: int) -> None:
+    def _update_session(self, session_id: str, events: list[EventRow], inserted: int) -> None:
         """The session row's leaf, counts, time span and name after these events."""
         if not events:
             return
         redactions: dict[str, int] = {}
         name: str | None = None
-        stamps = [ev.timestamp_ms for ev in events if ev.timestamp_ms is not None]
+        stamps = [ev.ts_ms for ev in events if ev.ts_ms is not None]
         first_ms, last_ms = (min(stamps), max(stamps)) if stamps else (None, None)
         for ev in events:
             for kind, n in ev.redactions:
                 redactions[kind] = redactions.get(kind, 0) + n
-            if ev.type in ("session_info", "title_change"):
-                name = ev.meta.get("name", "")
+            if ev.name is not None:
+                name = ev.name
         self.conn.execute(
             "UPDATE sessions SET leaf_id=?, entry_count=entry_count + ?,"
             " first_ms=min(coalesce(first_ms, ?), coalesce(?, first_ms)),"
@@ -443,23 +429,30 @@ class IndexWriter:
         )
         add_counts(self.conn, session_id, redactions)
 
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        """Branch/selection state of these (earlier) events changed: their
-        text-index documents carry those filter values, so re-feed them."""
+    def states_settled(self, session_id: str, states: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        """The session's tree state after this transaction: `states` (branch,
+        selection) by entry id as stored, `changed` the earlier events whose
+        state changed. Text-index documents carry those filter values: the
+        new events' documents take them from here, the changed ones are re-fed."""
         if self.feed:
-            self.feed.states_changed(session_id, entry_ids)
+            self.feed.states_settled(session_id, states, changed)
 
-    def _write_fragments(self, session_id: str, events: list[tuple[int, Event]], replaced: list[int]) -> None:
+    def _write_fragments(self, session_id: str, events: list[tuple[int, EventRow]], replaced: list[int]) -> None:
         """Insert the events' fragments, then hand the step to the text engine
         (one step at a time: a later step of the batch may replace these rows)."""
         keeps_text = self.engine.keeps_text  # else the text goes to the engine's own index alone
         rows = [_fragment_row(rowid, f, keeps_text) for rowid, ev in events for f in ev.fragments]
-        # AUTOINCREMENT: the new rows get rowids above every earlier one.
-        before = self.conn.execute("SELECT coalesce(max(frag_rowid), 0) FROM fragments").fetchone()[0]
+        # AUTOINCREMENT: rowids above every one the table ever had. The writer
+        # numbers the rows itself, so the text engine knows each fragment's
+        # rowid without reading them back (before + 1, + 2, ... in order).
+        before = self.conn.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'fragments'), 0),"
+            " coalesce((SELECT max(frag_rowid) FROM fragments), 0))"
+        ).fetchone()[0]
         if rows:
             self.conn.executemany(
-                "INSERT INTO fragments(event_rowid, fragment_id, kind, tool_name, call_id, body, tail, meta,"
-                " full_length) VALUES (?,?,?,?,?,?,?,?,?)",
-                rows,
+                "INSERT INTO fragments(frag_rowid, event_rowid, fragment_id, kind, tool_name, call_id, body, tail,"
+                " meta, full_length) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [(before + i, *row) for i, row in enumerate(rows, 1)],
             )
         self.text.add(Written(session_id, events, replaced, before))

@@ -28,14 +28,14 @@ from __future__ import annotations
 import importlib
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..model.events import Event
+    from ..model.rows import EventRow
     from .hits import Chooser, HitRow
     from .query import SearchRequest
 
@@ -86,11 +86,11 @@ class Repaid:
 
 class Written(NamedTuple):
     """One step of a session's write, inside its SQLite transaction: events
-    (rowid, projected event) whose fragments were just inserted (rowids above
+    (rowid, its row) whose fragments were just inserted (rowids above
     `fragments_after`), and the event rowids whose old fragments they replace."""
 
     session_id: str
-    events: list[tuple[int, Event]]
+    events: list[tuple[int, EventRow]]
     replaced: list[int]
     fragments_after: int
 
@@ -117,8 +117,9 @@ class AfterCommitFeed(Protocol):
 
     def delete_session(self, session_id: str) -> None: ...
 
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        """Branch/selection state of these earlier events changed (filter values)."""
+    def states_settled(self, session_id: str, states: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        """The session's (branch, selection) by entry id after this transaction
+        (filter values of its new events), and the earlier events whose state changed."""
         ...
 
     def ended(self, *, committed: bool) -> None:
@@ -193,6 +194,13 @@ class Analyzes(Protocol):
         """`text` as the index's words (what the exact tier looks up), for a
         follow's cheap can-it-match check."""
         ...
+
+
+@runtime_checkable
+class DocForms(Protocol):
+    # A module-level function (it is sent to the ingest workers): a
+    # document's derived words, computed by the ingest pipeline.
+    doc_forms: Callable[[Iterable[str]], str]
 
 
 @runtime_checkable

@@ -103,6 +103,7 @@ class TextDoc:
     body: str
     tail: str | None
     meta: str
+    forms: str | None = None  # the `forms` value, when the ingest pipeline computed it
 
 
 def _paths(paths: tuple[str, ...]) -> list[str]:

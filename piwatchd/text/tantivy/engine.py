@@ -15,6 +15,7 @@ from ..hits import Chooser
 from ..query import SearchRequest
 from . import search
 from .feed import TextFeed
+from .forms import doc_forms
 from .index import text_dir
 from .readers import searchable_owed, text_reader
 
@@ -27,6 +28,7 @@ class TantivyEngine:
     counts_words = True  # its ranking does not score every match of a common word
     schema_sql = ""  # `text_debt` is in the common schema: freshness reads it whichever engine
     tables: tuple[str, ...] = ()
+    doc_forms = staticmethod(doc_forms)  # the `forms` field's values, computed by the ingest pipeline
 
     def open_writer(self, conn: sqlite3.Connection) -> TextFeed:
         return TextFeed(conn)

@@ -9,27 +9,31 @@ re-fed from its source file (`repay`), so kill -9 at any point converges to
 a clean build and a rewrite never leaves hits from the old content.
 
 Documents come from the index rows (filter values, read after commit so they
-carry the final tree state) and the fragment texts: in memory for events just
-projected, re-projected from the source file for events whose state changed.
+carry the final tree state) and the fragment texts: the writer's rows (with
+their `forms` values) for events just ingested, re-projected from the source
+file for events whose state changed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-from ...model.events import Event, Fragment
+import orjson
+
+from ...model.rows import EventRow, FragRow, event_row
 from ...store.evidence import event_files_sql
 from ...store.ids import IN_IDS, KEY
 from ...store.source_events import project_rows
 from ..engine import Repaid, RepayProgress, Written
 from .doc import EventFacts, TextDoc
-from .index import TEXT_LAYOUT, TantivyText, db_file_of, remove_text_dir, text_dir
+from .identity import adopt_text
+from .index import db_file_of, text_dir
 from .readers import register_text, unregister_text
 
 __all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "QUIET_SECONDS", "REPAY_SECONDS", "TextFeed"]
@@ -58,6 +62,30 @@ def _json_ids(ids: Iterable[int]) -> str:
     return json.dumps(list(ids))
 
 
+def _own_result(meta: str | None) -> bool:
+    """A piwatch tool result (tagged `details.piwatch`), as the SQL reads it
+    (`json_extract(meta, '$.piwatch') IS NOT NULL`)."""
+    return meta is not None and '"piwatch"' in meta and orjson.loads(meta).get("piwatch") is not None
+
+
+class _NewDocs:
+    """What a transaction's added events' documents need besides their rows:
+    each event's session and fragments with their rowids, each session's
+    settled tree state."""
+
+    def __init__(self) -> None:
+        self.session_of: dict[int, str] = {}
+        self.frags: dict[int, list[tuple[int, FragRow]]] = {}
+        self.states: dict[str, dict[str, tuple[str, str]]] = {}
+
+    def add(self, session_id: str, events: list[tuple[int, EventRow]], frags: list[tuple[int, int, FragRow]]) -> None:
+        for rowid, _ in events:
+            self.session_of[rowid] = session_id
+            self.frags[rowid] = []  # a repeated id's later step replaces its fragments
+        for frag_rowid, rowid, f in frags:
+            self.frags[rowid].append((frag_rowid, f))
+
+
 class TextFeed:
     """The Tantivy engine's `TextWriter` (piwatchd.text.engine)."""
 
@@ -68,47 +96,8 @@ class TextFeed:
         self._committing_owed: set[str] = set()  # the sessions the running disk commit repays
         self._last_commit = time.monotonic()
         self._unsynced: tuple[float, float] | None = None  # (first, last) change the disk lacks
-        self.text = self._adopt(text_dir(db_file_of(conn)))
+        self.text = adopt_text(conn, text_dir(db_file_of(conn)))
         register_text(self.text)
-
-    # -- identity: the text index must belong to this read model --------------
-
-    def _adopt(self, path: Path) -> TantivyText:
-        """Open the text index that belongs to this read model. One from
-        another build or layout, an unreadable one, or none at all is
-        replaced by an empty index, and every indexed session is owed to it."""
-        marker = path / "piwatch-layout"
-        want = f"{TEXT_LAYOUT} {self._model_id()}"
-        have = marker.read_text().strip() if marker.exists() else None
-        if have == want:
-            try:
-                return TantivyText(path, writable=True)
-            except (OSError, ValueError) as exc:  # a corrupt or foreign directory
-                log.warning("text index %s cannot be opened (%s); rebuilding it", path, exc)
-        elif have is not None and have.split(" ")[0] != str(TEXT_LAYOUT):
-            log.warning(
-                "text index %s has layout %s, this piwatch writes %s: re-feeding every session into it",
-                path,
-                have.split(" ")[0],
-                TEXT_LAYOUT,
-            )
-        elif have is not None:
-            log.warning("text index %s belongs to another index build; rebuilding it", path)
-        remove_text_dir(path)
-        text = TantivyText(path, writable=True)
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute("INSERT OR IGNORE INTO text_debt(session_id) SELECT session_id FROM sessions")
-        self.conn.execute("COMMIT")
-        marker.write_text(want + "\n")
-        return text
-
-    def _model_id(self) -> str:
-        row = self.conn.execute("SELECT value FROM index_meta WHERE key='model_id'").fetchone()
-        if row:
-            return str(row[0])
-        model_id = f"{time.time_ns():x}"
-        self.conn.execute("INSERT INTO index_meta(key, value) VALUES ('model_id', ?)", (model_id,))
-        return model_id
 
     # -- queued inside the SQLite transaction ----------------------------------
 
@@ -126,29 +115,28 @@ class TextFeed:
 
     def add(self, written: Written) -> None:
         """Queue the step's documents; they are built and fed after COMMIT."""
-        session_id, events, replaced, _ = written
+        session_id, events, replaced, before = written
         self._owe(session_id)
         if replaced:
             self._ops.append(("delete_events", replaced))
         if events:
-            self._ops.append(("add", events))
-            # Their documents are built after COMMIT: the workers compute their forms meanwhile.
-            self.text.forms.prepare(f for _, event in events for f in event.fragments)
+            # The writer numbered the fragments from `before` + 1, in this order.
+            rowids = itertools.count(before + 1)
+            frags = [(next(rowids), rowid, f) for rowid, event in events for f in event.fragments]
+            self._ops.append(("add", session_id, events, frags))
 
-    def states_changed(self, session_id: str, entry_ids: list[str]) -> None:
-        if entry_ids:
+    def states_settled(self, session_id: str, states: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        self._ops.append(("settled", session_id, states))
+        if changed:
             self._owe(session_id)
-            self._ops.append(("changed", session_id, entry_ids))
+            self._ops.append(("changed", session_id, changed))
 
     def ended(self, *, committed: bool) -> None:
         """After COMMIT, apply the queued operations; after a rollback they
         never happened, and the transaction's debt rows are gone with it."""
-        try:
-            if committed:
-                self._apply()
-                return
-        finally:
-            self.text.forms.forget()
+        if committed:
+            self._apply()
+            return
         self._ops.clear()
         self._owed = {s for s in self._owed if self._still_owed(s)}
 
@@ -165,7 +153,8 @@ class TextFeed:
         if ops:
             now = time.monotonic()
             self._unsynced = (self._unsynced[0] if self._unsynced else now, now)
-        added: dict[int, Event] = {}
+        added: dict[int, EventRow] = {}
+        new = _NewDocs()
         changed: list[tuple[str, list[str]]] = []
         for op in ops:
             if op[0] == "delete_session":
@@ -173,11 +162,14 @@ class TextFeed:
             elif op[0] == "delete_events":
                 self.text.delete_events(op[1])
             elif op[0] == "add":
-                added.update(op[1])
+                added.update(op[2])
+                new.add(op[1], op[2], op[3])
+            elif op[0] == "settled":
+                new.states[op[1]] = op[2]
             elif op[0] == "changed":
                 changed.append((op[1], op[2]))
         if added:
-            self.text.add(self._docs(list(added), added))
+            self.text.add(self._new_docs(list(added), added, new))
         for session_id, entry_ids in changed:
             rowids = [r for r in self._rowids(session_id, entry_ids) if r not in added]
             self.refeed_events(rowids)
@@ -378,17 +370,55 @@ class TextFeed:
 
     # -- documents ---------------------------------------------------------------
 
-    def _docs(self, rowids: list[int], events: dict[int, Event]) -> Iterator[TextDoc]:
+    def _new_docs(self, rowids: list[int], events: dict[int, EventRow], new: _NewDocs) -> Iterator[TextDoc]:
+        """The documents of the events this transaction added: their facts from
+        the rows in memory and the tree state the writer settled (nothing read
+        back but file evidence, whose tool results share their call's, and each
+        session's cwd); any event whose state was not told is read back."""
+        cwds: dict[str, tuple[str | None, str | None]] = {}
         for start in range(0, len(rowids), _CHUNK):
-            yield from self._docs_chunk(rowids[start : start + _CHUNK], events)
+            chunk = rowids[start : start + _CHUNK]
+            ids = _json_ids(chunk)
+            files = self._files(ids)
+            unknown: list[int] = []
+            for rowid in chunk:
+                row, sid = events[rowid], new.session_of[rowid]
+                state = new.states.get(sid, {}).get(row.entry_id)
+                if state is None:
+                    unknown.append(rowid)
+                    continue
+                if sid not in cwds:
+                    cwds[sid] = self._cwds(sid)
+                read, changed = files.get(rowid, ((), ()))
+                facts = EventFacts(
+                    rowid, sid, row.ordinal, row.type, row.role, row.ts_ms, bool(row.is_error), *state,
+                    *cwds[sid], _own_result(row.meta), tuple(read), tuple(changed),
+                )  # fmt: skip
+                for frag_rowid, f in new.frags[rowid]:
+                    yield TextDoc(frag_rowid, facts, f.kind, f.tool_name, f.text, f.tail, f.meta, f.forms)
+            if unknown:
+                yield from self._docs_chunk(unknown, events)
 
-    def _docs_chunk(self, rowids: list[int], events: dict[int, Event]) -> Iterator[TextDoc]:
-        ids = _json_ids(rowids)
+    def _cwds(self, session_id: str) -> tuple[str | None, str | None]:
+        row = self.conn.execute("SELECT cwd_norm, cwd_real FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def _files(self, ids: str) -> dict[int, tuple[list[str], list[str]]]:
+        """{event rowid: (paths read, paths changed)} of these events (`event_files_sql`)."""
         files: dict[int, tuple[list[str], list[str]]] = {}
         for rowid, path, mode in self.conn.execute(
             event_files_sql("e.event_rowid, fe.path, fe.mode", f"e.event_rowid {IN_IDS}", events=True), (ids, ids)
         ):
             files.setdefault(rowid, ([], []))[0 if mode == "read" else 1].append(path)
+        return files
+
+    def _docs(self, rowids: list[int], events: dict[int, EventRow]) -> Iterator[TextDoc]:
+        for start in range(0, len(rowids), _CHUNK):
+            yield from self._docs_chunk(rowids[start : start + _CHUNK], events)
+
+    def _docs_chunk(self, rowids: list[int], events: dict[int, EventRow]) -> Iterator[TextDoc]:
+        ids = _json_ids(rowids)
+        files = self._files(ids)
         facts: dict[int, EventFacts] = {}
         for r in self.conn.execute(
             "SELECT e.event_rowid, s.session_id, e.ordinal, e.type, e.role, e.ts_ms, e.is_error, e.branch_state,"
@@ -415,9 +445,11 @@ class TextFeed:
                 tuple(changed),
             )
         missing = [rowid for rowid in rowids if rowid not in events and rowid in facts]
-        texts = {**events, **project_rows(self.conn, missing)} if missing else events
+        if missing:
+            events = {**events, **{r: event_row(ev) for r, ev in project_rows(self.conn, missing).items()}}
+        texts = events
         # A dict per event, not a scan of its fragments per fragment: an entry may have thousands.
-        by_id: dict[int, dict[str, Fragment]] = {}
+        by_id: dict[int, dict[str, FragRow]] = {}
         for frag_rowid, event_rowid, fragment_id, kind, tool_name in self.conn.execute(
             "SELECT frag_rowid, event_rowid, fragment_id, kind, tool_name FROM fragments"
             " WHERE event_rowid IN (SELECT value FROM json_each(?))",
@@ -432,4 +464,4 @@ class TextFeed:
                 frag = by_id[event_rowid].get(fragment_id)
             if fact is None or frag is None:
                 continue  # the source changed under us: its rebuild re-feeds it
-            yield TextDoc(frag_rowid, fact, kind, tool_name, frag.text, frag.tail, frag.meta)
+            yield TextDoc(frag_rowid, fact, kind, tool_name, frag.text, frag.tail, frag.meta, frag.forms)

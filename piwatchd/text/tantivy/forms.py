@@ -1,7 +1,7 @@
 """The `forms` field's value of a document: its inflected words and the case
 parts of its camelCase words (`doc.word_forms`), each distinct word decided
-once; a transaction's worth computed ahead by the ingest workers (`Forms`);
-and the analyzers (the one definition of the text's analysis).
+once, in whichever process runs the ingest pipeline (`doc_forms`); and the
+analyzers (the one definition of the text's analysis).
 
 A history repeats its vocabulary: the first 46 MB of one held 81,000
 distinct words, and each document repeats hundreds of them. Stemming every
@@ -27,28 +27,16 @@ using: a soak that wrote one unique marker per entry grew the daemon by
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
-from concurrent.futures import Future
 from itertools import chain
 
 import tantivy
 from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
 
-from ... import workers
-from ...model.events import Fragment
 from .doc import word_forms
 
-__all__ = [
-    "DIGIT_WORDS",
-    "MAX_WORDS",
-    "PREPARE_BATCH",
-    "PREPARE_MIN",
-    "SKIP_STEP",
-    "Forms",
-    "FormsCache",
-    "analyzer",
-    "forms_batch",
-]
+__all__ = ["DIGIT_WORDS", "MAX_WORDS", "SKIP_STEP", "FormsCache", "analyzer", "doc_forms"]
 
 # ~150 bytes a word in the sets and the map: about 15 MB at most (in the
 # writer and in each worker).
@@ -59,12 +47,6 @@ _DIGIT = re.compile(r"\d")
 # The words-as-written tokenizer is rebuilt to leave out the words learnt to
 # add nothing once at least this many more are known (`FormsCache._skip_learnt`).
 SKIP_STEP = 1000
-# Fragments' forms are computed by the ingest workers (`Forms.prepare`) in
-# batches of about this much text; less than PREPARE_MIN in all (an append)
-# stays in the writer, where it costs less than the round trip.
-PREPARE_BATCH = 256 * 1024
-PREPARE_MIN = 64 * 1024
-_Texts = tuple[str, str | None, str]  # a fragment's (text, tail, meta)
 
 
 def analyzer(stem: bool = False, *, fold: bool = True, skip: list[str] | None = None) -> tantivy.TextAnalyzer:
@@ -146,59 +128,16 @@ class FormsCache:
             self._skipped = plain
 
 
-class Forms:
-    """The writer's `forms` values: computed by the workers when `prepare`d
-    (the events of a transaction, before its COMMIT), else here."""
-
-    def __init__(self) -> None:
-        self.cache = FormsCache()
-        self._prepared: dict[_Texts, tuple[Future[list[str]], int]] = {}  # texts -> (batch, place in it)
-
-    def prepare(self, fragments: Iterable[Fragment]) -> None:
-        """Start computing these fragments' forms in the ingest workers."""
-        batches: list[list[_Texts]] = [[]]
-        size = total = 0
-        for f in fragments:
-            key = (f.text, f.tail, f.meta)
-            if key in self._prepared:
-                continue
-            n = len(f.text) + len(f.tail or "") + len(f.meta)
-            if size + n > PREPARE_BATCH and batches[-1]:
-                batches.append([])
-                size = 0
-            batches[-1].append(key)
-            size += n
-            total += n
-        if total < PREPARE_MIN:
-            return
-        for batch in batches:
-            future = workers.submit(forms_batch, batch)
-            if future is None:
-                return
-            for i, key in enumerate(batch):
-                self._prepared[key] = (future, i)
-
-    def forget(self) -> None:
-        """The prepared values are no longer wanted (taken, or rolled back)."""
-        self._prepared.clear()
-
-    def value(self, key: _Texts) -> str:
-        """The `forms` value of a document of these texts."""
-        prepared = self._prepared.get(key)
-        if prepared is not None:
-            done = workers.result(prepared[0])
-            if done is not None:
-                return str(done[prepared[1]])
-        return self.cache.value(v for v in key if v)
+_CACHE: list[FormsCache] = []
+_LOCK = threading.Lock()
 
 
-_WORKER_CACHE: list[FormsCache] = []
-
-
-def forms_batch(batch: list[_Texts]) -> list[str]:
-    """In an ingest worker: the `forms` values of a batch of fragments (its
-    own cache, kept between batches)."""
-    if not _WORKER_CACHE:
-        _WORKER_CACHE.append(FormsCache())
-    cache = _WORKER_CACHE[0]
-    return [cache.value(v for v in key if v) for key in batch]
+def doc_forms(texts: Iterable[str]) -> str:
+    """The `forms` value of a document of these texts, from this process's
+    one cache: the ingest pipeline's (in a worker, or in the writer's
+    process on its parse thread) and the writer's re-fed documents share it
+    (hence the lock)."""
+    with _LOCK:
+        if not _CACHE:
+            _CACHE.append(FormsCache())
+        return _CACHE[0].value(texts)

@@ -31,7 +31,7 @@ from tantivy import Occur, Query, SchemaBuilder
 from ..query import SearchFilters, Term
 from .disk_commit import DiskCommit
 from .doc import FACETS, KEY_FIELDS, Clause, TextDoc, doc_json, event_fields, field_term, filter_clauses
-from .forms import Forms, analyzer
+from .forms import analyzer, doc_forms
 from .memo import MEMO_MAX, lasts
 from .overlay import Overlay, View, masked
 
@@ -109,8 +109,6 @@ class TantivyText:
         self.schema = _schema()
         self.analyzer = analyzer()
         self.forms_analyzer = analyzer(stem=True)
-        # The `forms` values of documents, some computed ahead by the ingest workers.
-        self.forms = Forms()
         if writable:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         elif not (self.path / "meta.json").exists():
@@ -152,7 +150,8 @@ class TantivyText:
             if base is None:
                 base = shared[doc.facts.event_rowid] = event_fields(doc.facts)
             d = doc_json(doc, base)
-            forms = self.forms.value((doc.body, doc.tail, doc.meta))
+            # Computed by the ingest pipeline for new events; here for re-fed ones.
+            forms = doc.forms if doc.forms is not None else doc_forms(v for v in (doc.body, doc.tail, doc.meta) if v)
             if forms:
                 d[_FORMS] = forms
             line = orjson.dumps(d).decode()
