@@ -224,3 +224,36 @@ def test_a_pool_that_keeps_dying_is_given_up(no_pool):
     assert workers.pool() is None and workers.submit(os.getpid) is None
     workers.configure(1)  # configuring again starts afresh
     assert workers.result(workers.submit(os.getpid)) not in (None, os.getpid())
+
+
+def test_workers_make_a_registered_custom_type_searchable(tmp_path, monkeypatch, no_pool):
+    """The extractor registry travels with the chunks a worker takes: a
+    registered type's field is found, another field of it is not."""
+    from conftest import jsonl, msg, v3_header
+
+    from piwatch.client import Client, LocalTransport
+    from piwatchd.ingest import pipeline
+    from piwatchd.ingest.scan import index_once
+
+    config = tmp_path / "config.toml"
+    config.write_text('[[extract]]\ncustom_type = "acme.notes"\nfields = ["data.summary"]\n')
+    monkeypatch.setenv("PIWATCH_CONFIG", str(config))
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    note = {"type": "custom", "id": "c1", "parentId": "a1", "timestamp": "2026-05-01T10:00:02.000Z"}
+    note |= {"customType": "acme.notes", "data": {"summary": "kestrelword", "private": "hiddenword"}}
+    (sessions / "s.jsonl").write_bytes(jsonl(v3_header("s-1"), msg("a1", None, "user", "hello"), note))
+    taken = []
+    real_submit = workers.submit
+
+    def submit(fn, *args):
+        future = real_submit(fn, *args)
+        taken.append(future is not None and fn is pipeline.worker_rows)
+        return future
+
+    monkeypatch.setattr(workers, "submit", submit)
+    assert index_once(tmp_path / "index.sqlite3", [str(sessions)], workers=2)["workers"] == 2
+    assert any(taken), "a worker took the file"
+    with Client(transport=LocalTransport(tmp_path / "index.sqlite3"), caller={"all": True}) as client:
+        assert [(h.entry_id, h.evidence.kind) for h in client.search("kestrelword").hits] == [("c1", "custom.message")]
+        assert client.search("hiddenword").hits == []
