@@ -230,8 +230,8 @@ def test_workers_make_a_registered_custom_type_searchable(tmp_path, monkeypatch,
     """The extractor registry travels with the chunks a worker takes: a
     registered type's field is found, another field of it is not."""
     from conftest import jsonl, msg, v3_header
-
     from piwatch.client import Client, LocalTransport
+
     from piwatchd.ingest import pipeline
     from piwatchd.ingest.scan import index_once
 
