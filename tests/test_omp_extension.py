@@ -55,7 +55,7 @@ def test_omp_runs_the_extension_piwatch_installed_for_it(live):
     out = omptools.run_agent(home / ".omp" / "agent", proj, live.root / "--proj--", WORD, home, live.base / "d.sock")
     assert out["errors"] == []
     assert str(target / "index.ts") in out["extensions"]
-    assert out["calls"] == 3  # search, read, the answer: the model got through its script
+    assert out["calls"] == 5  # search, read, trace, search itself, the answer: the model got through its script
 
     messages = _messages(out["sessionFile"])
     results = {m["toolCallId"]: m for m in messages if m["role"] == "toolResult"}
@@ -71,5 +71,38 @@ def test_omp_runs_the_extension_piwatch_installed_for_it(live):
     assert read["isError"] is False, read["content"]
     assert read["details"]["piwatch"]["op"] == "read"
     assert f"{WORD} please" in read["content"][0]["text"]
+    trace = results["call_trace_1"]
+    assert trace["isError"] is False, trace["content"]
+    t = trace["details"]["piwatch"]
+    assert t["op"] == "trace" and t["result"]["sessionId"] == first
+    assert t["result"]["node"]["entryId"] == read["details"]["piwatch"]["args"]["entryId"]
+    _the_running_session_is_cut_at_the_invoking_entry(out, results)
     assert messages[-1]["role"] == "assistant" and messages[-1]["content"][0]["text"] == "Done: found it."
     assert d.stop() == 0
+
+
+def _the_running_session_is_cut_at_the_invoking_entry(out: dict, results: dict) -> None:
+    """Every call's cutoff is the entry holding it; asked for its own session,
+    the agent sees its prompt but not the invoking entry (whose tool call
+    holds the word too), nothing later, and no tool result of its own."""
+    entries = [json.loads(line) for line in Path(out["sessionFile"]).read_text().splitlines() if line.strip()]
+    order = [e["id"] for e in entries if "id" in e]
+    holder = {
+        block["id"]: e["id"]
+        for e in entries
+        if (e.get("message") or {}).get("role") == "assistant"
+        for block in e["message"].get("content") or []
+        if block.get("type") == "toolCall"
+    }
+    for call_id, res in results.items():
+        pw = res["details"]["piwatch"]
+        assert pw["cutoffEntryId"] == holder[call_id], call_id
+    own = out["sessionId"]
+    hits = results["call_search_self"]["details"]["piwatch"]["result"]["hits"]
+    assert hits and {h["sessionId"] for h in hits} == {own}
+    prompt = next(e["id"] for e in entries if (e.get("message") or {}).get("role") == "user")
+    cut = order.index(holder["call_search_self"])
+    assert prompt in {h["entryId"] for h in hits}
+    assert all(order.index(h["entryId"]) < cut for h in hits)
+    tool_results = {e["id"] for e in entries if (e.get("message") or {}).get("role") == "toolResult"}
+    assert not tool_results & {h["entryId"] for h in hits}

@@ -27,6 +27,21 @@ export function findToolCallEntryId(sm: any, toolCallId: string): string | undef
 	return undefined;
 }
 
+/**
+ * `findToolCallEntryId`, waiting up to `timeoutMs` for the entry to be
+ * recorded: omp persists an assistant message from its own event handler,
+ * which may run after the tool has started (Pi records it before). Without
+ * it the call is cut at the session's leaf, which hides more than needed.
+ */
+export async function awaitToolCallEntryId(sm: any, toolCallId: string, timeoutMs = 250): Promise<string | undefined> {
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		const id = findToolCallEntryId(sm, toolCallId);
+		if (id || Date.now() >= deadline) return id;
+		await new Promise((r) => setTimeout(r, 5));
+	}
+}
+
 function safe<T>(fn: () => T): T | undefined {
 	try {
 		return fn();

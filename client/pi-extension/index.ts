@@ -6,7 +6,7 @@
 // @mariozechner/pi-coding-agent (tested 0.73.1) and @earendil-works/pi-coding-agent
 // (tested 1.6.0); the pre-0.51 execute argument order is detected too.
 
-import { callerFromContext, findToolCallEntryId } from "./cutoff.ts";
+import { awaitToolCallEntryId, callerFromContext, findToolCallEntryId } from "./cutoff.ts";
 import { callDaemon, DaemonError } from "./daemon-client.ts";
 import { boundDetails, formatRead, formatSearch, formatTrace } from "./format.ts";
 import { registerHistory } from "./history.ts";
@@ -52,7 +52,7 @@ export default function piwatch(pi: any): void {
 
 	const run = async (op: Op, rawArgs: any[]) => {
 		const { toolCallId, params, signal, ctx } = normalizeExecArgs(rawArgs);
-		const cutoff = cutoffs.get(toolCallId);
+		const cutoff = cutoffs.get(toolCallId) ?? (toolCallId ? await awaitToolCallEntryId(ctx?.sessionManager, toolCallId) : undefined);
 		cutoffs.delete(toolCallId);
 		const caller = callerFromContext(ctx, toolCallId, cutoff);
 		const call = async <R>(args: object) => {

@@ -19,14 +19,39 @@ const text = (m: any): string =>
 
 // As a model would: the ids come from the text it read ("3. 01a2382b-e458 9a04d661 · ..."), a
 // short session id (a unique prefix) and the entry id, never from the structured details.
-function script(context: any) {
+const call = (name: string, args: object, id: string) => ({ content: [{ type: "toolCall", id, name, arguments: args }] });
+
+// Until piwatchd lists the running session (omp writes it as the turn goes), at most 15 s.
+async function waitUntilIndexed(sessionId: string, timeoutMs = 15_000): Promise<void> {
+	const client = `${agentDir}/extensions/piwatch/daemon-client.ts`;
+	const { callDaemon } = await import(client);
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		const { result } = await callDaemon("sessions", { limit: 500 }, { all: true });
+		if (result.sessions.some((s: any) => s.sessionId === sessionId)) return;
+		if (Date.now() > deadline) throw new Error(`piwatchd did not index session ${sessionId} within ${timeoutMs} ms`);
+		await new Promise((r) => setTimeout(r, 100));
+	}
+}
+
+// search -> read the first hit -> trace it -> search the running session itself -> answer.
+async function script(context: any) {
 	const results = context.messages.filter((m: any) => m.role === "toolResult");
 	const last = results.at(-1);
-	if (!last) return { content: [{ type: "toolCall", id: "call_search_1", name: "event_search", arguments: { query: word, limit: 20 } }] };
+	if (!last) return call("event_search", { query: word, limit: 20 }, "call_search_1");
 	if (last.toolCallId === "call_search_1") {
 		const hit = /^\d+\. (\S+) (\S+) · /m.exec(text(last));
 		if (!hit) return { content: [`event_search found nothing: ${text(last)}`] };
-		return { content: [{ type: "toolCall", id: "call_read_1", name: "event_read", arguments: { sessionId: hit[1], entryId: hit[2] } }] };
+		return call("event_read", { sessionId: hit[1], entryId: hit[2] }, "call_read_1");
+	}
+	if (last.toolCallId === "call_read_1") {
+		const { args } = last.details.piwatch;
+		return call("event_trace", { sessionId: args.sessionId, entryId: args.entryId }, "call_trace_1");
+	}
+	if (last.toolCallId === "call_trace_1") {
+		const own = sessionManager.getSessionId();
+		await waitUntilIndexed(own);
+		return call("event_search", { query: word, sessionId: [own], limit: 50 }, "call_search_self");
 	}
 	return { content: ["Done: found it."] };
 }
