@@ -16,16 +16,19 @@ daemon's anonymous memory in a soak and most of its swing between samples.
 A fixed threshold (MMAP_THRESHOLD) returns each at once; it costs page
 faults, ~1.5 ms of CPU a published append (measured in-process: 4.4-5.0 ->
 6.1-6.2 ms for the overlay's add, commit and reload; searches unchanged).
+
 Each thread's cache of freed small blocks is off (glibc's tcache:
 `THREAD_CACHE_OFF`). Up to 7 blocks of each of 64 sizes stay with the
 thread that freed them, ~240 KB a thread at most, counted as in use and
 out of reach of trimming; a follow connection keeps two threads (reader
 and pusher) for as long as it lasts, so 100 followers (213 threads) held
 a cache that filled for the whole soak: with it off, the heap in use of a
-followers-only soak grew 0.2 instead of 0.7 MB/min and sat 7 MB lower
-after 4 minutes. glibc reads it at start only (GLIBC_TUNABLES), so the
-daemon's entry point runs itself again with it set (`thread_cache_env`).
-Off glibc (macOS, musl) all of this is a no-op.
+followers-only soak (SQLite's share aside) grew 0.2 instead of 0.6 MB/min
+and sat 6-8 MB lower, and issue 33's 60-minute soak levelled off (last 20
+minutes +0.09 instead of +0.61 MB/min). glibc reads it at start only
+(GLIBC_TUNABLES), so the daemon's entry point runs itself again with it
+set (`thread_cache_env`); the pid stays. The cost is one more interpreter
+start-up and import of the daemon's modules (~0.2 s of CPU). Off glibc (macOS, musl) all of this is a no-op.
 
 Finding what grows (a debugging aid, used by `python -m bench.soak`): with
 PIWATCH_MEMLOG=DIR the daemon appends its memory's parts to DIR/heap.jsonl
