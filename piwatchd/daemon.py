@@ -17,6 +17,7 @@ launchd and systemd want it that way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -393,6 +394,8 @@ def run(ns: argparse.Namespace, stop: threading.Event | None = None, inbox: Inbo
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    if argv is None:  # the process's own command line, not a caller's in-process run
+        _run_with_heap_env()
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, ns.log_level.upper()),
@@ -411,6 +414,17 @@ def main(argv: list[str] | None = None) -> int:
     # SIGHUP only flips a flag: the main loop rebinds, the ingest thread scans.
     signal.signal(signal.SIGHUP, lambda signum, frame: daemon.hangup())
     return daemon.run()
+
+
+def _run_with_heap_env() -> None:
+    """Run this command again (same pid) in the environment glibc must read at
+    start: its per-thread caches off (`memory.thread_cache_env`). Once at most:
+    the second run finds it set. If the exec fails, the daemon runs as it is."""
+    env = memory.thread_cache_env(os.environ, memory.on_glibc())
+    if env is None:
+        return
+    with contextlib.suppress(OSError):
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
 if __name__ == "__main__":
