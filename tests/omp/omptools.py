@@ -53,73 +53,47 @@ def ensure_installed() -> None:
         _STAMP.write_text(_fingerprint())
 
 
-def write_sessions(sessions_dir: Path, cwd: str, count: int, home: Path) -> list[Path]:
-    """`count` sessions written by the real omp into `sessions_dir`; their paths."""
+def _bun(script: str, args: list[str], home: Path, what: str, **env: str) -> str:
+    """Run tests/omp/`script` under Bun with `args` (HOME = `home`, plus `env`); its stdout."""
     ensure_installed()
-    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home)})
     out = subprocess.run(
-        [str(BUN), str(OMP_DIR / "write.ts"), str(sessions_dir), cwd, str(count)],
+        [str(BUN), str(OMP_DIR / script), *args],
         cwd=OMP_DIR,
-        env=env,
+        env=pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home), **env}),
         capture_output=True,
         text=True,
         timeout=300,
     )
     if out.returncode != 0:
-        raise RuntimeError(f"omp's writer failed ({out.returncode}): {out.stderr[-2000:]}")
-    return [Path(line) for line in out.stdout.split()]
+        raise RuntimeError(f"{what} failed ({out.returncode}): {out.stderr[-4000:]}")
+    return out.stdout
+
+
+def write_sessions(sessions_dir: Path, cwd: str, count: int, home: Path) -> list[Path]:
+    """`count` sessions written by the real omp into `sessions_dir`; their paths."""
+    out = _bun("write.ts", [str(sessions_dir), cwd, str(count)], home, "omp's writer")
+    return [Path(line) for line in out.split()]
 
 
 def write_lineage(parent_dir: Path, parent_cwd: Path, child_dir: Path, child_cwd: Path, home: Path) -> dict[str, Path]:
     """A session and two children written by the real omp (tests/omp/lineage.ts): `fork`
     names its parent by id, `branch` by its file's path. {"parent"|"fork"|"branch": file}."""
-    ensure_installed()
-    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home)})
     args = [str(p) for p in (parent_dir, parent_cwd, child_dir, child_cwd)]
-    out = subprocess.run(
-        [str(BUN), str(OMP_DIR / "lineage.ts"), *args],
-        cwd=OMP_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"omp's writer failed ({out.returncode}): {out.stderr[-2000:]}")
-    return {name: Path(path) for name, path in (line.split(" ", 1) for line in out.stdout.splitlines())}
+    out = _bun("lineage.ts", args, home, "omp's writer")
+    return {name: Path(path) for name, path in (line.split(" ", 1) for line in out.splitlines())}
 
 
 def run_agent(agent_dir: Path, cwd: Path, sessions_dir: Path, word: str, home: Path, socket: Path) -> dict:
     """The real omp agent with a scripted model (tests/omp/run_agent.ts): it searches for `word`
-    with the extensions installed in `agent_dir`, reads the first hit, answers; its summary."""
-    ensure_installed()
-    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home), "PIWATCH_SOCKET": str(socket)})
-    out = subprocess.run(
-        [str(BUN), str(OMP_DIR / "run_agent.ts"), str(agent_dir), str(cwd), str(sessions_dir), word],
-        cwd=OMP_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"omp's agent failed ({out.returncode}): {out.stderr[-4000:]}")
-    return json.loads(out.stdout.splitlines()[-1])
+    with the extensions installed in `agent_dir`, reads and traces the first hit, searches its
+    own running session, answers; its summary."""
+    args = [str(agent_dir), str(cwd), str(sessions_dir), word]
+    out = _bun("run_agent.ts", args, home, "omp's agent", PIWATCH_SOCKET=str(socket))
+    return json.loads(out.splitlines()[-1])
 
 
 def context_ids(files: list[Path], home: Path) -> dict[str, tuple[list[str], int]]:
     """omp's own context reconstruction of each file (tests/omp/context.ts): {file: (the ids of
     the message entries `buildSessionContext` sends the model, messages matched to no entry)}."""
-    ensure_installed()
-    env = pitools.node_env({"PATH": pitools.node_env()["PATH"], "HOME": str(home)})
-    out = subprocess.run(
-        [str(BUN), str(OMP_DIR / "context.ts"), *map(str, files)],
-        cwd=OMP_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"omp's context reconstruction failed ({out.returncode}): {out.stderr[-2000:]}")
-    return {f: (v["ids"], v["unmatched"]) for f, v in json.loads(out.stdout).items()}
+    out = _bun("context.ts", [str(f) for f in files], home, "omp's context reconstruction")
+    return {f: (v["ids"], v["unmatched"]) for f, v in json.loads(out).items()}
