@@ -67,3 +67,16 @@ def test_a_dear_phrase_finds_every_match_once_in_slices(phrases, monkeypatch, sl
         assert len(hits) == len(set(hits)), "an event found twice"
         assert set(hits) == want
     assert any(sliced) == (slice_docs < len(want))
+
+
+def test_a_dear_phrase_within_named_sessions_is_searched_whole(phrases, monkeypatch):
+    """A session filter drives the search already: no slices, every match of those sessions."""
+    env, want = phrases
+    sliced = []
+    real = search.TierSearch._slices
+    monkeypatch.setattr(search, "PHRASE_SLICE_DOCS", 1)
+    monkeypatch.setattr(search.TierSearch, "_slices", lambda self, tier: sliced.append(real(self, tier)) or sliced[-1])
+    with env.client() as client:
+        hits = client.search('"sleeping dog"', filters={"sessionId": ["s-1"]}, limit=50).hits
+    assert {(h.session_id, h.entry_id) for h in hits} == {w for w in want if w[0] == "s-1"}
+    assert sliced and all(s is None for s in sliced)
