@@ -5,7 +5,7 @@
 //   node gen.mjs scenarios --out DIR --pi 1.6.0|0.73.1 [--cwd-root /work] [--v1-file PATH|none]
 //   node gen.mjs random    --out DIR --pi VERSION --seed S --count N [--cwd-root /work]
 //   node gen.mjs corpus    --out DIR --pi VERSION --bytes B --seed S [--max-entries N] [--projects N] [--no-file-list]
-//   node gen.mjs append    --file PATH --pi VERSION --count N --marker M [--interval-ms MS]
+//   node gen.mjs append    --file PATH --pi VERSION --count N --marker M [--interval-ms MS] [--reply-after-ms MS]
 //   node gen.mjs migrate   --file PATH --pi VERSION
 //   node gen.mjs oracle    --file PATH --pi VERSION
 //   node gen.mjs texts     --out DIR --pi VERSION --spec FILE
@@ -1732,6 +1732,7 @@ async function runAppend(pi, opts) {
 	const count = Number(need(opts, "count"));
 	const marker = String(need(opts, "marker"));
 	const interval = opts["interval-ms"] && opts["interval-ms"] !== true ? Number(opts["interval-ms"]) : 0;
+	const replyAfter = opts["reply-after-ms"] && opts["reply-after-ms"] !== true ? Number(opts["reply-after-ms"]) : 0;
 	if (!fs.existsSync(file)) throw new Error(`no such session file: ${file}`);
 	const sizeBefore = fs.statSync(file).size;
 	const sm = pi.SessionManager.open(file);
@@ -1741,6 +1742,8 @@ async function runAppend(pi, opts) {
 	const pairs = [];
 	for (let i = 0; i < count; i++) {
 		const u = sm.appendMessage(Msg.user(`${marker} user message ${i + 1} of ${count}`, clock.next()));
+		// As a model would: the reply comes a while after the prompt (bench.append_real).
+		if (replyAfter > 0) await new Promise((r) => setTimeout(r, replyAfter));
 		const a = sm.appendMessage(Msg.assistant([Msg.text(`${marker} assistant reply ${i + 1} of ${count}`)], clock.next()));
 		newEntryIds.push(u, a);
 		pairs.push({ user: u, assistant: a });
