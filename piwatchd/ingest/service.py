@@ -362,7 +362,7 @@ class Service:
             self._backlog.remove(queued)
             self.ingestor.ahead([queued, *self._backlog.upcoming(workers.ahead())])
             self._ingest_one(queued)
-        # The text index commits when the backlog is done, or at most every CATCHUP_COMMIT_INTERVAL; hinted
+        # The text index commits when the backlog is done, or at most every COMMIT_INTERVAL; hinted
         # files (sessions in use now) at once, so a catch-up never delays a live append's search.
         if self.writer.flush_text(idle=bool(paths) or not self._backlog):
             self.commits.notify()  # what waiters wait for is searchable now

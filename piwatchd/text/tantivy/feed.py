@@ -36,14 +36,7 @@ from .identity import adopt_text
 from .index import db_file_of, text_dir
 from .readers import register_text, unregister_text
 
-__all__ = [
-    "CATCHUP_COMMIT_INTERVAL",
-    "COMMIT_INTERVAL",
-    "MAX_REPAY_ATTEMPTS",
-    "QUIET_SECONDS",
-    "REPAY_SECONDS",
-    "TextFeed",
-]
+__all__ = ["COMMIT_INTERVAL", "MAX_REPAY_ATTEMPTS", "QUIET_SECONDS", "REPAY_SECONDS", "TextFeed"]
 
 log = logging.getLogger("piwatchd.text")
 
@@ -52,15 +45,8 @@ log = logging.getLogger("piwatchd.text")
 # searchable at once from the overlay (`overlay.py`), and the disk commits
 # once no change came for QUIET_SECONDS, or COMMIT_INTERVAL after the first
 # change it lacks; during a catch-up (no overlay) it commits when the backlog
-# is done, or every CATCHUP_COMMIT_INTERVAL.
+# is done, or every COMMIT_INTERVAL.
 COMMIT_INTERVAL = 1.0
-# A catch-up's disk commits: each one is a segment that Tantivy's merges
-# rewrite again and again. Every 10 s instead of every second, the cold
-# index of the 1 GB bench history took 98 s instead of 109, 140 instead of
-# 149 CPU s/GB, and peaked at 203 MB instead of 347 (merges of many small
-# segments in flight; 30 s measured no better). What a crash costs is the
-# same either way: the rows not yet committed are re-fed (`_owed`).
-CATCHUP_COMMIT_INTERVAL = 10.0
 QUIET_SECONDS = 0.25
 # While live, the disk commit runs in its own thread (`TantivyText.start_commit`):
 # the ingest thread looks this often whether it has ended (a late look only
@@ -211,7 +197,7 @@ class TextFeed:
     def flush(self, *, idle: bool) -> bool:
         """Make the text searchable: while live from the overlay at once, on
         disk when due (`due`, in its own thread); while catching up on disk
-        every CATCHUP_COMMIT_INTERVAL or when `idle`. True when something new became searchable."""
+        every COMMIT_INTERVAL or when `idle`. True when something new became searchable."""
         overlay = self.text.overlay
         assert overlay is not None
         # A catch-up stops the overlay: nothing may stay sealed. The end of a disk commit
@@ -224,7 +210,7 @@ class TextFeed:
         now = time.monotonic()
         if not idle:
             overlay.stop()  # a catch-up is not mirrored (see overlay.py)
-            if now - self._last_commit < CATCHUP_COMMIT_INTERVAL:
+            if now - self._last_commit < COMMIT_INTERVAL:
                 return False
             self._commit(idle=False)
             return True
