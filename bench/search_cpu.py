@@ -10,9 +10,11 @@ comparisons hold on a shared machine; wall-clock is printed beside it.
 
 `--caches cold` empties the process's per-query caches (the words'
 statistics memo, the re-projected events) before each query, as a new
-question finds them; `--caches warm` runs each query once before measuring
-it (the same question asked again); the default measures them as the
-previous queries of the run left them.
+question finds them; `--caches live` does so too but keeps the size of the
+caller's scope and counts one document changed since (a new question while
+a live session commits once a second); `--caches warm` runs each query once
+before measuring it (the same question asked again); the default measures
+them as the previous queries of the run left them.
 
 `--query TEXT` measures that one query, `--per-class` times.
 
@@ -49,12 +51,13 @@ from piwatchd.text.tantivy.index import TantivyText, text_dir
 from piwatchd.text.tantivy.readers import register_text
 from piwatchd.text.tantivy.snippets import Marks, evidence_snippet, snippet
 
-CACHES = ("found", "cold", "warm")
+CACHES = ("found", "cold", "warm", "live")
 
 
-def drop_caches(text: TantivyText) -> None:
-    """Empty what a search remembers between queries in this process."""
-    text._memo.clear()
+def drop_caches(text: TantivyText, keep: frozenset[str] = frozenset()) -> None:
+    """Empty what a search remembers between queries in this process (but
+    the memo's entries of the kinds in `keep`)."""
+    text._memo = {k: v for k, v in text._memo.items() if k[0] in keep}
     with source_events._cache_lock:
         source_events._cache.clear()
         source_events._cache_chars = 0
@@ -63,6 +66,11 @@ def drop_caches(text: TantivyText) -> None:
 def _measured(client: Client, x: dict, text: TantivyText, caches: str) -> tuple[float, float, int]:
     if caches == "cold":
         drop_caches(text)
+    elif caches == "live":
+        # A new question during a live session: its words unknown, the
+        # caller's scope counted before, one document committed since.
+        drop_caches(text, keep=frozenset({"docs"}))
+        text.churn += 1
     elif caches == "warm":
         _one(client, x)
     return _one(client, x)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from piwatchd.text.query import Term
+from piwatchd.text.query import SearchFilters, Term
 from piwatchd.text.tantivy.doc import EventFacts, TextDoc
 from piwatchd.text.tantivy.index import TantivyText
 from piwatchd.text.tantivy.memo import COUNT_DRIFT, COUNT_FIELDS
+from piwatchd.text.tantivy.scope import scope_docs
 from piwatchd.text.tantivy.words import has_postings, word_weights
 
 
@@ -45,20 +46,37 @@ def test_an_analysis_outlives_every_commit(text):
     assert forms.n == 1
 
 
-def test_a_count_outlives_commits_that_cannot_move_it_much(text):
+# A word's documents, and all the documents of a caller's scope (`scope_docs`).
+COUNT_KEYS = [("df", "heron", False), ("docs", SearchFilters(authorized_roots=("/w",)))]
+
+
+@pytest.mark.parametrize("key", COUNT_KEYS, ids=["word", "scope"])
+def test_a_count_outlives_commits_that_cannot_move_it_much(text, key):
     """A count of `need` documents survives `need // (COUNT_FIELDS *
     COUNT_DRIFT)` documents changed; one more and it is counted again."""
     need = COUNT_FIELDS * COUNT_DRIFT * 2
     count = Calls(need)
-    text.memo(("df", "heron", False), count)
+    text.memo(key, count)
     text.add([doc(1, "heron"), doc(2, "egret")])
     text.commit()
-    assert text.memo(("df", "heron", False), count) == need and count.n == 1
+    assert text.memo(key, count) == need and count.n == 1
     text.delete_events([2])  # a deletion is a change too: 3 documents changed in all
     text.commit()
     assert text.churn == 3
-    text.memo(("df", "heron", False), count)
+    text.memo(key, count)
     assert count.n == 2
+
+
+def test_a_scope_is_counted_among_its_documents_after_commits(text):
+    """The remembered size of a scope is the count a fresh search gives, once
+    the changes since could have moved it: never a stale value past the bound."""
+    scope = SearchFilters(authorized_roots=("/w",))
+    text.add([doc(i + 1, "heron") for i in range(3)])
+    text.commit()
+    assert scope_docs(text, scope) == 3
+    text.add([doc(i + 4, "heron") for i in range(3)])
+    text.commit()
+    assert scope_docs(text, scope) == 6  # 3 changes against a count of 3: counted again
 
 
 def test_no_word_is_absent_for_longer_than_a_commit(text):

@@ -17,18 +17,20 @@ __all__ = ["MEMO_MAX", "COUNT_FIELDS", "COUNT_DRIFT", "lasts"]
 MEMO_MAX = 4096
 # What a disk commit may change of a remembered value, by the kind its key
 # names first (`lasts`). A word's analysis ("forms") reads the analyzers
-# only: no commit changes it. A count of the documents holding a word ("df")
-# moves by at most COUNT_FIELDS for each document added or deleted since (a
-# stem's count sums three fields); it is kept while that bound stays within
-# 1/COUNT_DRIFT of it, so a partial-tier weight (its IDF) moves by under
-# 0.04 and a word found stays found. A zero is never kept: the next commit
+# only: no commit changes it. A count of the documents holding a word ("df"),
+# or of all those of a caller's scope ("docs", `scope.scope_docs`: ~4 ms of a
+# workspace caller's question on 1 GB, paid again after every commit of a
+# live session before), moves by at most COUNT_FIELDS for each document
+# added or deleted since (a stem's count sums three fields); it is kept
+# while that bound stays within 1/COUNT_DRIFT of it, so a partial-tier
+# weight (its IDF) moves by under 0.04 and a word found stays found. A zero is never kept: the next commit
 # may hold the word (the bound says so), and whether a word has postings
 # decides its repairs.
 # Everything else (derivations and repairs: which words the term dictionary
 # lists) is computed again after any change, as is every count after a
 # reload of another process's commits (`refresh`: by how much is unknown).
 _ANALYSES = frozenset({"forms"})
-_COUNTS = frozenset({"df"})
+_COUNTS = frozenset({"df", "docs"})
 COUNT_FIELDS = 3
 COUNT_DRIFT = 32
 
