@@ -257,3 +257,28 @@ def test_workers_make_a_registered_custom_type_searchable(tmp_path, monkeypatch,
     with Client(transport=LocalTransport(tmp_path / "index.sqlite3"), caller={"all": True}) as client:
         assert [(h.entry_id, h.evidence.kind) for h in client.search("kestrelword").hits] == [("c1", "custom.message")]
         assert client.search("hiddenword").hits == []
+
+
+def test_without_workers_nothing_is_looked_up_to_send_ahead(tmp_path, no_pool):
+    """A cold index on 2 cores has no pool: `Ingestor.ahead` (called for
+    every file) reads no source row; with a pool it reads each path's."""
+    from piwatchd.ingest.ingestor import Ingestor
+    from piwatchd.store.schema import open_writer
+    from piwatchd.store.writer import IndexWriter
+
+    sessions = _fixture_sessions(tmp_path)
+    paths = sorted(str(p) for p in sessions.iterdir())[:2]
+    writer = IndexWriter(open_writer(tmp_path / "index.sqlite3"))
+    looked_up: list[str] = []
+    real_source = writer.source
+    writer.source = lambda path: looked_up.append(path) or real_source(path)  # type: ignore[method-assign]
+    try:
+        ingestor = Ingestor(writer)
+        workers.configure(0)
+        ingestor.ahead(paths)
+        assert looked_up == []
+        workers.configure(1)
+        ingestor.ahead(paths)
+        assert looked_up == paths
+    finally:
+        writer.close()

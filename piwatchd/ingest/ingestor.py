@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from .. import workers
 from ..model.events import Diagnostic, Header, excerpt
 from ..model.project import iso_to_ms, session_name
 from ..model.relations import MAX_PATHS_PER_EVENT
@@ -94,7 +95,10 @@ class Ingestor:
     def ahead(self, paths: list[str]) -> None:
         """The file ingested now and the ones next: those never indexed are
         started in the ingest workers (`Pipeline.ahead`), so the writer finds
-        their rows ready."""
+        their rows ready. Without workers nothing is sent ahead, and no
+        source row is read for it (a lookup per file of a cold index)."""
+        if not workers.ahead():
+            return
         fresh = []
         for path in paths:
             record = self.writer.source(path)
