@@ -30,10 +30,8 @@ import time
 from pathlib import Path
 
 from bench.append_stages import _BOOT, STAGES, stage_rows
-from bench.ingest import CACHE, Daemon, corpus, parse_bytes, pct
+from bench.ingest import CACHE, REPO, Daemon, corpus, parse_bytes, pct  # bench.ingest puts pitools on sys.path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "pi"))
 # Growth is looked for this often: well under the spans measured.
 STAT_POLL = 0.0005
 # A search is retried this often until it finds the new message.
@@ -67,7 +65,7 @@ def daemon_on(sessions: Path, tmp: Path) -> tuple[Daemon, Path]:
     copy = tmp / "sessions"
     shutil.copytree(sessions, copy)
     (tmp / "boot.py").write_text(_BOOT)
-    env = {"TRACE_LOG": str(tmp / "trace.log"), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "client")])}
+    env = {"TRACE_LOG": str(tmp / "trace.log"), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "client")])}
     d = Daemon(copy, tmp / "index.sqlite3", 0.05, 1.0, launcher=[sys.executable, str(tmp / "boot.py")], env=env)
     d.start_and_wait()
     return d, copy

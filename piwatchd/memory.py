@@ -28,7 +28,8 @@ and sat 6-8 MB lower, and issue 33's 60-minute soak levelled off (last 20
 minutes +0.09 instead of +0.61 MB/min). glibc reads it at start only
 (GLIBC_TUNABLES), so the daemon's entry point runs itself again with it
 set (`thread_cache_env`); the pid stays. The cost is one more interpreter
-start-up and import of the daemon's modules (~0.2 s of CPU). Off glibc (macOS, musl) all of this is a no-op.
+start-up and import of the daemon's modules (~0.2 s of CPU). Off glibc
+(macOS, musl) all of this is a no-op.
 
 Finding what grows (a debugging aid, used by `python -m bench.soak`): with
 PIWATCH_MEMLOG=DIR the daemon appends its memory's parts to DIR/heap.jsonl

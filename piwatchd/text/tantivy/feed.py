@@ -447,7 +447,6 @@ class TextFeed:
         missing = [rowid for rowid in rowids if rowid not in events and rowid in facts]
         if missing:
             events = {**events, **{r: event_row(ev) for r, ev in project_rows(self.conn, missing).items()}}
-        texts = events
         # A dict per event, not a scan of its fragments per fragment: an entry may have thousands.
         by_id: dict[int, dict[str, FragRow]] = {}
         for frag_rowid, event_rowid, fragment_id, kind, tool_name in self.conn.execute(
@@ -455,7 +454,7 @@ class TextFeed:
             " WHERE event_rowid IN (SELECT value FROM json_each(?))",
             (ids,),
         ):
-            event = texts.get(event_rowid)
+            event = events.get(event_rowid)
             fact = facts.get(event_rowid)
             frag = None
             if event is not None:

@@ -108,9 +108,8 @@ class _Changes:
     events: set[str] = field(default_factory=set)  # deleted event keys: masked on disk
     sessions: set[str] = field(default_factory=set)  # deleted sessions: masked on disk
     touched: set[str] = field(default_factory=set)
-    added: set[int] = field(
-        default_factory=set
-    )  # events whose documents were added (a transaction adds all of an event's)
+    # Events whose documents were added (a transaction adds all of an event's).
+    added: set[int] = field(default_factory=set)
 
 
 class Overlay:
