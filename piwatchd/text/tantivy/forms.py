@@ -7,8 +7,9 @@ A history repeats its vocabulary: the first 46 MB of one held 81,000
 distinct words, and each document repeats hundreds of them. Stemming every
 document's words again (two analyzer calls and a comparison per word) was
 half of a cold index's Python time; here a document costs one tokenizer
-call and two set operations in C (`words - seen`, `words & inflected`), and
-only words never seen before are stemmed and split. The tokenizer leaves out
+call and a few set operations in C (`words - seen`, `words & plain`, `words &
+camel`, the camel words' parts added), and only words never seen before are
+stemmed and split. The tokenizer leaves out
 the words already known to add nothing (most of every document's), so they
 never become Python strings (40 % of the values' cost, measured). Words are kept as
 written (not lower-cased) so the case parts can be found; the field's
@@ -67,8 +68,13 @@ class FormsCache:
         # the `text` field's analyzer; the same plus the English stemmer.
         self._words, self._folded, self._stemmed = analyzer(fold=False), analyzer(), analyzer(stem=True)
         self._seen: set[str] = set()
-        self._inflected: set[str] = set()  # the seen words that add something
-        self._forms: dict[str, tuple[str, ...]] = {}
+        # The seen words that add something: those that add only themselves
+        # (inflected words), and the camelCase words (a set, and a map to
+        # everything each adds). Kept apart so that a document's value is set
+        # operations and a join in C, with no Python code per word.
+        self._plain: set[str] = set()
+        self._camel: set[str] = set()
+        self._parts: dict[str, tuple[str, ...]] = {}
         self._digits: set[str] = set()  # the seen words with a digit
         self._skipped = 0  # how many words `_words` leaves out
 
@@ -78,14 +84,17 @@ class FormsCache:
         new = words - self._seen
         if len(self._seen) - len(self._digits) + len(new) > MAX_WORDS:
             # Start again, with this document's words (the ones seen before too).
-            self._seen, self._inflected, self._forms, self._digits = set(), set(), {}, set()
+            self._seen, self._plain, self._camel, self._parts, self._digits = set(), set(), set(), {}, set()
             self._words, self._skipped = analyzer(fold=False), 0
             new = words
         if new:
             self._learn(new)
             self._skip_learnt()
-        hits = words & self._inflected
-        value = " ".join(dict.fromkeys(chain.from_iterable(self._forms[w] for w in hits)))
+        adds = words & self._plain
+        camel = words & self._camel
+        if camel:
+            adds.update(chain.from_iterable(map(self._parts.__getitem__, camel)))
+        value = " ".join(adds)
         if len(self._digits) > DIGIT_WORDS:
             self._forget_digits()
         return value
@@ -94,9 +103,10 @@ class FormsCache:
         """The words with a digit start again; the tokenizer skipping the
         learnt words is rebuilt without them once 1,000 plain words are known."""
         self._seen -= self._digits
-        self._inflected -= self._digits
-        for word in self._digits.intersection(self._forms):
-            del self._forms[word]
+        self._plain -= self._digits
+        for word in self._digits & self._camel:
+            del self._parts[word]
+        self._camel -= self._digits
         self._digits = set()
         self._skipped = 0
         self._skip_learnt()
@@ -111,9 +121,11 @@ class FormsCache:
             stems = [" ".join(self._stemmed.analyze(w)) for w in words]
         for word, fold, stem in zip(words, folded, stems, strict=True):
             forms = word_forms(word, fold, stem)
-            if forms:
-                self._forms[word] = forms
-                self._inflected.add(word)
+            if forms == (word,):
+                self._plain.add(word)
+            elif forms:
+                self._parts[word] = forms
+                self._camel.add(word)
         self._seen.update(words)
         self._digits.update(filter(_DIGIT.search, words))
 
@@ -122,10 +134,10 @@ class FormsCache:
         leaves those out (a stop-word filter in Rust), so they never become
         Python strings: that was most of a value's cost. Rebuilt as the
         vocabulary grows by half (a few ms each time, O(words) in all)."""
-        plain = len(self._seen) - len(self._inflected)
-        if plain >= self._skipped * 3 // 2 + SKIP_STEP:
-            self._words = analyzer(fold=False, skip=list(self._seen - self._inflected))
-            self._skipped = plain
+        nothing = len(self._seen) - len(self._plain) - len(self._camel)
+        if nothing >= self._skipped * 3 // 2 + SKIP_STEP:
+            self._words = analyzer(fold=False, skip=list(self._seen - self._plain - self._camel))
+            self._skipped = nothing
 
 
 _CACHE: list[FormsCache] = []
