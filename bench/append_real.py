@@ -5,9 +5,9 @@
 
 Pi 1.6.0's own `SessionManager` (tests/pi/gen.mjs `append`, one Node process
 per append) adds a user message to a random session of the history, and its
-assistant reply REPLY_AFTER_MS later; the span measured is from the moment the file grows (its
-size polled every 0.5 ms) to the first socket search, as a Pi tool's caller
-sees it, that finds the message's unique word. The history is either
+assistant reply REPLY_AFTER_MS later; the span measured is from the moment
+the file grows (its size polled every 0.5 ms) to the first socket search, as
+a Pi tool's caller sees it, that finds the message's unique word. The history is either
 `--history N` sessions written by the real Pi (gen.mjs `random`, cached in
 bench/cache) or the `--bytes` many-small corpus; either is copied (the
 appends must not change the cache) and indexed cold by a fresh daemon.

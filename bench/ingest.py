@@ -213,6 +213,17 @@ def _rss_anon(pid: int) -> int:
     return 0
 
 
+def cold_run(d: Daemon) -> tuple[dict, int, RssSampler]:
+    """Run `d` until it has caught up, then stop it: its start-up figures,
+    its own peak RSS (ru_maxrss) and the stopped sampler of it and its workers."""
+    t0 = d.launch()
+    sampler = RssSampler(d.proc.pid)
+    st = _wait_started(d, t0)
+    rss = d.stop()
+    sampler.stop()
+    return st, rss, sampler
+
+
 def cold_by_workers(work: Path, tmp: Path, total: int, ns: argparse.Namespace) -> list[dict]:
     """The cold index with each number of ingest workers, a fresh index each time."""
     rows = []
@@ -220,11 +231,7 @@ def cold_by_workers(work: Path, tmp: Path, total: int, ns: argparse.Namespace) -
         db = tmp / f"workers-{n}" / "index.sqlite3"
         db.parent.mkdir()
         d = Daemon(work, db, ns.settle, ns.max_latency, ns.engine, workers=n)
-        t0 = d.launch()
-        sampler = RssSampler(d.proc.pid)
-        st = _wait_started(d, t0)
-        rss = d.stop()
-        peak_sum = sampler.stop()
+        st, rss, sampler = cold_run(d)
         secs = st["startup_seconds"]
         rows.append(
             {
@@ -234,7 +241,7 @@ def cold_by_workers(work: Path, tmp: Path, total: int, ns: argparse.Namespace) -
                 "cpuSeconds": round(d.cpu_seconds, 1),
                 "cpuSecondsPerGB": round(d.cpu_seconds / (total / 1e9), 1),
                 "daemonPeakRssMB": round(rss / 1e6, 1),
-                "peakRssSumMB": round(peak_sum / 1e6, 1),
+                "peakRssSumMB": round(sampler.peak / 1e6, 1),
                 "peakAnonSumMB": round(sampler.peak_anon / 1e6, 1),
             }
         )
@@ -460,11 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"corpus: {len(files)} files, {total / 1e6:.1f} MB, {m['entries']} entries", file=sys.stderr)
 
     d = Daemon(work, db, ns.settle, ns.max_latency, ns.engine)
-    t0 = d.launch()
-    sampler = RssSampler(d.proc.pid)
-    st = _wait_started(d, t0)
-    rss = d.stop()
-    sampler.stop()
+    st, rss, sampler = cold_run(d)
     conn = sqlite3.connect(db)
     events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
     conn.close()

@@ -23,9 +23,9 @@ MEMO_MAX = 4096
 # live session before), moves by at most COUNT_FIELDS for each document
 # added or deleted since (a stem's count sums three fields); it is kept
 # while that bound stays within 1/COUNT_DRIFT of it, so a partial-tier
-# weight (its IDF) moves by under 0.04 and a word found stays found. A zero is never kept: the next commit
-# may hold the word (the bound says so), and whether a word has postings
-# decides its repairs.
+# weight (its IDF) moves by under 0.04 and a word found stays found. A zero
+# is never kept: the next commit may hold the word (the bound says so), and
+# whether a word has postings decides its repairs.
 # Everything else (derivations and repairs: which words the term dictionary
 # lists) is computed again after any change, as is every count after a
 # reload of another process's commits (`refresh`: by how much is unknown).
